@@ -1,0 +1,85 @@
+#include "config.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
+namespace tempi {
+
+const std::vector<Knob> &knobs() {
+  static const std::vector<Knob> table = {
+      {"TEMPI_DISABLE", "unset",
+       "When set (to anything but 0), every call passes straight to the MPI library: TEMPI plans nothing."},
+      {"TEMPI_LOG_LEVEL", "warn", "How much TEMPI prints to stderr: error, warn, info or debug."},
+      {"TEMPI_CUDA_AWARE", "auto",
+       "Whether the MPI library accepts GPU pointers: yes, no, or auto (ask MPIX_Query_cuda_support / "
+       "MPIX_GPU_query_support where the library has them, else assume no)."},
+      {"TEMPI_METHOD", "auto",
+       "How packed GPU data moves in point-to-point calls: auto, device (needs a CUDA-aware MPI), oneshot or "
+       "staged."},
+      {"TEMPI_PIPELINE_CHUNK", "4194304", "Bytes per chunk when a large message is packed or unpacked in a pipeline."},
+      {"TEMPI_PIPELINE_THRESHOLD", "8388608", "Messages of at least this many packed bytes are pipelined."},
+  };
+  return table;
+}
+
+namespace {
+
+bool warn_invalid(const char *name, const char *value) {
+  std::fprintf(stderr, "[tempi] warn: ignoring %s=%s (invalid value; see docs/environment.md)\n", name, value);
+  return false;
+}
+
+bool parse_bytes(const char *name, const char *value, int64_t &out) {
+  char *end = nullptr;
+  const long long v = std::strtoll(value, &end, 10);
+  if (end == value || *end != '\0' || v <= 0) return warn_invalid(name, value);
+  out = v;
+  return true;
+}
+
+}  // namespace
+
+Config parse_config(const std::function<const char *(const char *)> &lookup) {
+  Config c;
+  c.pipeline_chunk = 4 << 20;
+  c.pipeline_threshold = 8 << 20;
+  if (const char *v = lookup("TEMPI_DISABLE")) c.disabled = std::strcmp(v, "0") != 0;
+  if (const char *v = lookup("TEMPI_LOG_LEVEL")) {
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    bool found = false;
+    for (int i = 0; i < 4; ++i)
+      if (!strcasecmp(v, names[i])) c.log_level = LogLevel(i), found = true;
+    if (!found) warn_invalid("TEMPI_LOG_LEVEL", v);
+  }
+  if (const char *v = lookup("TEMPI_CUDA_AWARE")) {
+    if (!strcasecmp(v, "yes") || !strcmp(v, "1"))
+      c.cuda_aware = true;
+    else if (!strcasecmp(v, "no") || !strcmp(v, "0"))
+      c.cuda_aware = false;
+    else if (strcasecmp(v, "auto"))
+      warn_invalid("TEMPI_CUDA_AWARE", v);
+  }
+  if (const char *v = lookup("TEMPI_METHOD")) {
+    if (!strcasecmp(v, "device"))
+      c.method = Method::Device;
+    else if (!strcasecmp(v, "oneshot"))
+      c.method = Method::OneShot;
+    else if (!strcasecmp(v, "staged"))
+      c.method = Method::Staged;
+    else if (strcasecmp(v, "auto"))
+      warn_invalid("TEMPI_METHOD", v);
+  }
+  if (const char *v = lookup("TEMPI_PIPELINE_CHUNK")) parse_bytes("TEMPI_PIPELINE_CHUNK", v, c.pipeline_chunk);
+  if (const char *v = lookup("TEMPI_PIPELINE_THRESHOLD"))
+    parse_bytes("TEMPI_PIPELINE_THRESHOLD", v, c.pipeline_threshold);
+  return c;
+}
+
+const Config &config() {
+  static const Config c = parse_config([](const char *name) { return std::getenv(name); });
+  return c;
+}
+
+}  // namespace tempi

@@ -1,0 +1,43 @@
+// Every environment variable TEMPI reads, declared once (name, default, meaning) in
+// kKnobs and read once into Config. docs/environment.md lists the same table; a
+// test keeps the two in step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tempi {
+
+struct Knob {
+  const char *name;
+  const char *default_value;
+  const char *meaning;
+};
+
+const std::vector<Knob> &knobs();
+
+enum class LogLevel { Error = 0, Warn = 1, Info = 2, Debug = 3 };
+
+// How packed GPU data moves in point-to-point calls.
+enum class Method { Auto, Device, OneShot, Staged };
+
+struct Config {
+  bool disabled = false;
+  LogLevel log_level = LogLevel::Warn;
+  std::optional<bool> cuda_aware;  // empty: detect
+  Method method = Method::Auto;
+  int64_t pipeline_chunk = 0;      // bytes per pipelined chunk
+  int64_t pipeline_threshold = 0;  // messages at least this large are pipelined
+};
+
+// Parses `lookup(name)` (nullptr when unset) for each knob. Invalid values log a
+// warning and keep the default.
+Config parse_config(const std::function<const char *(const char *)> &lookup);
+
+// The process-wide configuration, read from the environment on first use.
+const Config &config();
+
+}  // namespace tempi

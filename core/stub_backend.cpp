@@ -1,0 +1,26 @@
+// Built instead of cuda/ when CUDA is disabled: a backend with no GPU, so every
+// buffer is host memory and every call passes through to MPI.
+#include "backend.hpp"
+
+namespace tempi {
+
+namespace {
+
+class StubBackend final : public Backend {
+ public:
+  bool has_gpu() override { return false; }
+  std::string device_name() override { return "none (built without CUDA)"; }
+  MemorySpace classify(const void *) override { return MemorySpace::Host; }
+  Status pack(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
+  Status unpack(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
+  void release_plan(uint64_t) override {}
+};
+
+}  // namespace
+
+Backend &gpu_backend() {
+  static StubBackend backend;
+  return backend;
+}
+
+}  // namespace tempi

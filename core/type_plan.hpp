@@ -1,0 +1,15 @@
+// The whole pipeline from description to plan, as run at MPI_Type_commit.
+#pragma once
+
+#include <optional>
+
+#include "plan.hpp"
+#include "type_desc.hpp"
+
+namespace tempi {
+
+// Translate, canonicalize and plan. Empty when TEMPI does not accelerate the type.
+// Each plan gets a process-unique id (for backend caches keyed by plan).
+std::optional<Plan> plan_type(const TypeDesc &desc);
+
+}  // namespace tempi

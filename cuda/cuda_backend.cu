@@ -1,0 +1,234 @@
+// The CUDA implementation of Backend: classifies pointers, runs the pack/unpack
+// kernels, and stages through device or pinned memory when one side is pageable host
+// memory that kernels cannot touch.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "check.hpp"
+#include "host_packer.hpp"
+#include "kernels.hpp"
+#include "log.hpp"
+#include "resources.hpp"
+
+namespace tempi {
+
+namespace {
+
+constexpr int64_t kUnitBytes = 2048;  // work per warp in block-list kernels
+
+int widest_word(uint64_t bits) {
+  for (int w = 16; w > 1; w /= 2)
+    if ((bits & uint64_t(w - 1)) == 0) return w;
+  return 1;
+}
+
+// The work units of one block-list pattern, on the device, with the OR of every
+// offset and length in them (for choosing the access width).
+struct DeviceUnits {
+  Buffer owned;
+  int64_t count = 0;
+  uint64_t alignment_bits = 0;
+};
+
+std::vector<WorkUnit> cut_units(const Plan &plan, uint64_t &bits) {
+  std::vector<WorkUnit> units;
+  int64_t packed = 0;
+  for (const Run &r : plan.pattern) {
+    bits |= uint64_t(r.offset) | uint64_t(r.length) | uint64_t(r.stride);
+    if (r.length >= kUnitBytes) {  // long blocks: several units per block
+      for (int64_t b = 0; b < r.count; ++b)
+        for (int64_t c = 0; c < r.length; c += kUnitBytes) {
+          const int64_t len = std::min(kUnitBytes, r.length - c);
+          units.push_back({r.offset + b * r.stride + c, packed, 0, uint32_t(len), 1});
+          bits |= uint64_t(c) | uint64_t(len);
+          packed += len;
+        }
+      continue;
+    }
+    const int64_t per_unit = std::max<int64_t>(1, kUnitBytes / r.length);  // short blocks: several per unit
+    for (int64_t b = 0; b < r.count; b += per_unit) {
+      const int64_t n = std::min(per_unit, r.count - b);
+      units.push_back({r.offset + b * r.stride, packed, r.stride, uint32_t(r.length), uint32_t(n)});
+      packed += n * r.length;
+    }
+  }
+  return units;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  bool has_gpu() override {
+    static const bool present = [] {
+      int n = 0;
+      const cudaError_t err = cudaGetDeviceCount(&n);
+      if (err != cudaSuccess) {
+        cudaGetLastError();
+        TEMPI_LOG(Info, "no usable GPU (%s): GPU buffers are not expected", cudaGetErrorString(err));
+        return false;
+      }
+      return n > 0;
+    }();
+    return present;
+  }
+
+  std::string device_name() override {
+    cudaDeviceProp prop;
+    int dev = 0;
+    if (!has_gpu() || cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+      return "none";
+    return prop.name;
+  }
+
+  MemorySpace classify(const void *ptr) override {
+    if (!ptr || !has_gpu()) return MemorySpace::Host;
+    cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+      cudaGetLastError();
+      return MemorySpace::Host;
+    }
+    switch (attr.type) {
+      case cudaMemoryTypeDevice:
+        return MemorySpace::Device;
+      case cudaMemoryTypeManaged:
+        return MemorySpace::Managed;
+      case cudaMemoryTypeHost:
+        return MemorySpace::PinnedHost;
+      default:
+        return MemorySpace::Host;
+    }
+  }
+
+  Status pack(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last) override {
+    return move(plan, const_cast<void *>(typed), packed, first, last, true);
+  }
+
+  Status unpack(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last) override {
+    return move(plan, typed, const_cast<void *>(packed), first, last, false);
+  }
+
+  void release_plan(uint64_t id) override {
+    std::lock_guard<std::mutex> lock(units_mutex_);
+    units_.erase(id);
+  }
+
+ private:
+  // Runs the kernel between a GPU-accessible typed buffer and a GPU-accessible packed buffer.
+  Status run_kernel(const Plan &plan, void *typed, void *packed, int64_t first, int64_t last, bool to_packed,
+                    cudaStream_t stream) {
+    const uint64_t addr_bits = uint64_t(reinterpret_cast<uintptr_t>(typed)) |
+                               uint64_t(reinterpret_cast<uintptr_t>(packed)) | uint64_t(first) | uint64_t(last) |
+                               uint64_t(plan.start);
+    uint64_t dim_bits = 0;
+    for (const Dim &d : plan.dims) dim_bits |= uint64_t(d.stride);
+    if (int(plan.dims.size()) > kMaxKernelDims) return Status::Unsupported;
+
+    if (plan.strided()) {
+      StridedArgs a;
+      a.start = plan.start;
+      a.block = plan.pattern_size;
+      a.ndims = int(plan.dims.size());
+      for (int d = 0; d < a.ndims; ++d) {
+        a.counts[d] = plan.dims[d].count;
+        a.strides[d] = plan.dims[d].stride;
+      }
+      a.first = first;
+      a.last = last;
+      const int word = widest_word(addr_bits | dim_bits | uint64_t(a.block));
+      return launch_strided(a, word, typed, packed, to_packed, stream);
+    }
+
+    std::shared_ptr<DeviceUnits> units;
+    TEMPI_TRY(units_for(plan, units));
+    IrregularArgs a;
+    a.units = static_cast<const WorkUnit *>(units->owned.get());
+    a.nunits = units->count;
+    a.start = plan.start;
+    a.pattern_size = plan.pattern_size;
+    a.ndims = int(plan.dims.size());
+    for (int d = 0; d < a.ndims; ++d) {
+      a.counts[d] = plan.dims[d].count;
+      a.strides[d] = plan.dims[d].stride;
+    }
+    a.first = first;
+    a.last = last;
+    const int word = widest_word(addr_bits | dim_bits | units->alignment_bits | uint64_t(plan.pattern_size));
+    return launch_irregular(a, word, typed, packed, to_packed, stream);
+  }
+
+  Status units_for(const Plan &plan, std::shared_ptr<DeviceUnits> &out) {
+    std::lock_guard<std::mutex> lock(units_mutex_);
+    auto it = units_.find(plan.id);
+    if (it != units_.end()) {
+      out = it->second;
+      return Status::Ok;
+    }
+    auto du = std::make_shared<DeviceUnits>();
+    const std::vector<WorkUnit> host = cut_units(plan, du->alignment_bits);
+    const size_t bytes = host.size() * sizeof(WorkUnit);
+    TEMPI_TRY(Buffer::allocate(Buffer::Kind::Device, bytes, du->owned));
+    TEMPI_CUDA(cudaMemcpy(du->owned.get(), host.data(), bytes, cudaMemcpyHostToDevice));
+    du->count = int64_t(host.size());
+    // Plans made without an id (tests of one-off plans) are not cached.
+    if (plan.id != 0) units_.emplace(plan.id, du);
+    out = du;
+    return Status::Ok;
+  }
+
+  Status move(const Plan &plan, void *typed, void *packed, int64_t first, int64_t last, bool to_packed) {
+    last = std::min(last, plan.packed_size());
+    if (last <= first) return Status::Ok;
+    const int64_t bytes = last - first;
+    const bool typed_on_gpu = classify(typed) != MemorySpace::Host;
+    const bool packed_on_gpu = classify(packed) != MemorySpace::Host;
+    cudaStream_t stream;
+    TEMPI_TRY(thread_stream(stream));
+
+    if (!typed_on_gpu) {  // the CPU does the layout; only the packed bytes cross
+      BufferPool::Lease staging;
+      TEMPI_TRY(pinned_pool().acquire(bytes, staging));
+      if (to_packed) {
+        host_pack(plan, typed, staging.get(), first, last);
+        TEMPI_CUDA(cudaMemcpyAsync(packed, staging.get(), bytes, cudaMemcpyDefault, stream));
+        TEMPI_CUDA(cudaStreamSynchronize(stream));
+      } else {
+        TEMPI_CUDA(cudaMemcpyAsync(staging.get(), packed, bytes, cudaMemcpyDefault, stream));
+        TEMPI_CUDA(cudaStreamSynchronize(stream));
+        host_unpack(plan, staging.get(), typed, first, last);
+      }
+      return Status::Ok;
+    }
+    if (packed_on_gpu) {
+      TEMPI_TRY(run_kernel(plan, typed, packed, first, last, to_packed, stream));
+      TEMPI_CUDA(cudaStreamSynchronize(stream));
+      return Status::Ok;
+    }
+    // Typed data on the GPU, packed bytes in pageable host memory: stage in device memory.
+    BufferPool::Lease staging;
+    TEMPI_TRY(device_pool().acquire(bytes, staging));
+    if (to_packed) {
+      TEMPI_TRY(run_kernel(plan, typed, staging.get(), first, last, true, stream));
+      TEMPI_CUDA(cudaMemcpyAsync(packed, staging.get(), bytes, cudaMemcpyDeviceToHost, stream));
+    } else {
+      TEMPI_CUDA(cudaMemcpyAsync(staging.get(), packed, bytes, cudaMemcpyHostToDevice, stream));
+      TEMPI_TRY(run_kernel(plan, typed, staging.get(), first, last, false, stream));
+    }
+    TEMPI_CUDA(cudaStreamSynchronize(stream));
+    return Status::Ok;
+  }
+
+  std::mutex units_mutex_;
+  std::unordered_map<uint64_t, std::shared_ptr<DeviceUnits>> units_;
+};
+
+}  // namespace
+
+Backend &gpu_backend() {
+  static Backend *backend = new CudaBackend;  // immortal: plans may be released during static destruction
+  return *backend;
+}
+
+}  // namespace tempi

@@ -1,0 +1,217 @@
+#include <cuda_runtime.h>
+
+#include "check.hpp"
+#include "kernels.hpp"
+
+namespace tempi {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// Division by a run-time invariant 32-bit divisor with a multiply and a shift
+// (Granlund & Montgomery): index arithmetic must not cost more than the memory traffic.
+struct FastDiv {
+  uint32_t d = 1, m = 1, l = 0;
+  FastDiv() = default;
+  __host__ explicit FastDiv(uint32_t divisor) : d(divisor) {
+    while ((uint64_t(1) << l) < d) ++l;
+    m = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << l) - d)) / d + 1);
+  }
+  __device__ uint32_t div(uint32_t n) const { return uint32_t((uint64_t(__umulhi(m, n)) + n) >> l); }
+};
+
+template <int W>
+struct WordOf;
+template <> struct WordOf<1> { using type = uint8_t; };
+template <> struct WordOf<2> { using type = uint16_t; };
+template <> struct WordOf<4> { using type = uint32_t; };
+template <> struct WordOf<8> { using type = uint64_t; };
+template <> struct WordOf<16> { using type = uint4; };
+
+// Kernel parameters for indices that fit 32 bits (the common case): fast division.
+struct Strided32 {
+  int64_t start;
+  int ndims;
+  uint32_t words_per_block;
+  FastDiv per_block;
+  FastDiv dims[kMaxKernelDims];
+  int64_t strides[kMaxKernelDims];
+  uint32_t first_word, nwords;
+};
+
+template <int W, bool ToPacked>
+__global__ void __launch_bounds__(kThreads) strided32(Strided32 a, const uint8_t *__restrict__ src,
+                                                      uint8_t *__restrict__ dst) {
+  using T = typename WordOf<W>::type;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < a.nwords; i += gridDim.x * blockDim.x) {
+    const uint32_t q = a.first_word + i;
+    uint32_t row = a.per_block.div(q);
+    int64_t off = a.start + int64_t(q - row * a.words_per_block) * W;
+#pragma unroll
+    for (int d = 0; d < kMaxKernelDims; ++d) {
+      if (d >= a.ndims) break;
+      const uint32_t next = a.dims[d].div(row);
+      off += int64_t(row - next * a.dims[d].d) * a.strides[d];
+      row = next;
+    }
+    if (ToPacked)
+      reinterpret_cast<T *>(dst)[i] = reinterpret_cast<const T *>(src + off)[0];
+    else
+      reinterpret_cast<T *>(dst + off)[0] = reinterpret_cast<const T *>(src)[i];
+  }
+}
+
+// The general case: 64-bit indices and plain division (objects with > 2^32 words).
+template <int W, bool ToPacked>
+__global__ void __launch_bounds__(kThreads) strided64(StridedArgs a, const uint8_t *__restrict__ src,
+                                                      uint8_t *__restrict__ dst) {
+  using T = typename WordOf<W>::type;
+  const int64_t wpb = a.block / W, first = a.first / W, n = (a.last - a.first) / W;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t q = first + i;
+    int64_t row = q / wpb;
+    int64_t off = a.start + (q - row * wpb) * W;
+    for (int d = 0; d < a.ndims; ++d) {
+      off += (row % a.counts[d]) * a.strides[d];
+      row /= a.counts[d];
+    }
+    if (ToPacked)
+      reinterpret_cast<T *>(dst)[i] = reinterpret_cast<const T *>(src + off)[0];
+    else
+      reinterpret_cast<T *>(dst + off)[0] = reinterpret_cast<const T *>(src)[i];
+  }
+}
+
+// One warp per work unit (of one pattern instance); lanes stride over its words.
+template <int W, bool ToPacked>
+__global__ void __launch_bounds__(kThreads) irregular(IrregularArgs a, int64_t first_instance, int64_t work,
+                                                      const uint8_t *__restrict__ src, uint8_t *__restrict__ dst) {
+  using T = typename WordOf<W>::type;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t w = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; w < work; w += warps) {
+    const int64_t instance = first_instance + w / a.nunits;
+    const WorkUnit u = a.units[w % a.nunits];
+    int64_t base = a.start, rest = instance;
+    for (int d = 0; d < a.ndims; ++d) {
+      base += (rest % a.counts[d]) * a.strides[d];
+      rest /= a.counts[d];
+    }
+    const int64_t packed0 = instance * a.pattern_size + u.packed;  // stream position of the unit
+    const uint32_t wpb = u.block / W, nwords = wpb * u.nblocks;
+    for (uint32_t k = lane; k < nwords; k += 32) {
+      const int64_t pos = packed0 + int64_t(k) * W;
+      if (pos < a.first || pos >= a.last) continue;
+      const uint32_t b = k / wpb;
+      const int64_t typed = base + u.typed + int64_t(b) * u.stride + int64_t(k - b * wpb) * W;
+      if (ToPacked)
+        *reinterpret_cast<T *>(dst + (pos - a.first)) = *reinterpret_cast<const T *>(src + typed);
+      else
+        *reinterpret_cast<T *>(dst + typed) = *reinterpret_cast<const T *>(src + (pos - a.first));
+    }
+  }
+}
+
+int grid_for(int64_t threads_needed) {
+  static int max_blocks = [] {
+    int dev = 0, sms = 1, per_sm = 2048;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, dev);
+    return sms * (per_sm / kThreads);
+  }();
+  const int64_t blocks = (threads_needed + kThreads - 1) / kThreads;
+  return int(blocks < 1 ? 1 : (blocks > max_blocks ? max_blocks : blocks));
+}
+
+bool fits_32(const StridedArgs &a, int word) {
+  const uint64_t limit = uint64_t(1) << 31;
+  if (uint64_t(a.last / word) >= limit || uint64_t(a.block / word) >= limit) return false;
+  uint64_t rows = 1;
+  for (int d = 0; d < a.ndims; ++d) {
+    rows *= uint64_t(a.counts[d]);
+    if (rows >= limit) return false;
+  }
+  return true;
+}
+
+template <int W, bool ToPacked>
+void launch_strided_w(const StridedArgs &a, const uint8_t *src, uint8_t *dst, cudaStream_t stream) {
+  const int64_t nwords = (a.last - a.first) / W;
+  const int grid = grid_for(nwords);
+  if (fits_32(a, W)) {
+    Strided32 s;
+    s.start = a.start;
+    s.ndims = a.ndims;
+    s.words_per_block = uint32_t(a.block / W);
+    s.per_block = FastDiv(s.words_per_block);
+    for (int d = 0; d < a.ndims; ++d) {
+      s.dims[d] = FastDiv(uint32_t(a.counts[d]));
+      s.strides[d] = a.strides[d];
+    }
+    s.first_word = uint32_t(a.first / W);
+    s.nwords = uint32_t(nwords);
+    strided32<W, ToPacked><<<grid, kThreads, 0, stream>>>(s, src, dst);
+  } else {
+    strided64<W, ToPacked><<<grid, kThreads, 0, stream>>>(a, src, dst);
+  }
+}
+
+template <bool ToPacked>
+void dispatch_strided(const StridedArgs &a, int word, const uint8_t *src, uint8_t *dst, cudaStream_t s) {
+  switch (word) {
+    case 16: return launch_strided_w<16, ToPacked>(a, src, dst, s);
+    case 8: return launch_strided_w<8, ToPacked>(a, src, dst, s);
+    case 4: return launch_strided_w<4, ToPacked>(a, src, dst, s);
+    case 2: return launch_strided_w<2, ToPacked>(a, src, dst, s);
+    default: return launch_strided_w<1, ToPacked>(a, src, dst, s);
+  }
+}
+
+template <int W, bool ToPacked>
+void launch_irregular_w(const IrregularArgs &a, const uint8_t *src, uint8_t *dst, cudaStream_t stream) {
+  const int64_t first_instance = a.first / a.pattern_size;
+  const int64_t last_instance = (a.last - 1) / a.pattern_size;
+  const int64_t work = (last_instance - first_instance + 1) * a.nunits;
+  irregular<W, ToPacked><<<grid_for(work * 32), kThreads, 0, stream>>>(a, first_instance, work, src, dst);
+}
+
+template <bool ToPacked>
+void dispatch_irregular(const IrregularArgs &a, int word, const uint8_t *src, uint8_t *dst, cudaStream_t s) {
+  switch (word) {
+    case 16: return launch_irregular_w<16, ToPacked>(a, src, dst, s);
+    case 8: return launch_irregular_w<8, ToPacked>(a, src, dst, s);
+    case 4: return launch_irregular_w<4, ToPacked>(a, src, dst, s);
+    case 2: return launch_irregular_w<2, ToPacked>(a, src, dst, s);
+    default: return launch_irregular_w<1, ToPacked>(a, src, dst, s);
+  }
+}
+
+}  // namespace
+
+Status launch_strided(const StridedArgs &a, int word, const void *typed, void *packed, bool to_packed,
+                      cudaStream_t stream) {
+  if (a.last <= a.first) return Status::Ok;
+  if (to_packed)
+    dispatch_strided<true>(a, word, static_cast<const uint8_t *>(typed), static_cast<uint8_t *>(packed), stream);
+  else
+    dispatch_strided<false>(a, word, static_cast<const uint8_t *>(packed), static_cast<uint8_t *>(const_cast<void *>(typed)),
+                            stream);
+  TEMPI_CUDA(cudaGetLastError());
+  return Status::Ok;
+}
+
+Status launch_irregular(const IrregularArgs &a, int word, const void *typed, void *packed, bool to_packed,
+                        cudaStream_t stream) {
+  if (a.last <= a.first) return Status::Ok;
+  if (to_packed)
+    dispatch_irregular<true>(a, word, static_cast<const uint8_t *>(typed), static_cast<uint8_t *>(packed), stream);
+  else
+    dispatch_irregular<false>(a, word, static_cast<const uint8_t *>(packed),
+                              static_cast<uint8_t *>(const_cast<void *>(typed)), stream);
+  TEMPI_CUDA(cudaGetLastError());
+  return Status::Ok;
+}
+
+}  // namespace tempi

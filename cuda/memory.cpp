@@ -1,0 +1,112 @@
+#include <cuda_runtime_api.h>
+
+#include "check.hpp"
+#include "log.hpp"
+#include "resources.hpp"
+
+namespace tempi {
+
+Status cuda_failure(cudaError_t err, const char *expr, const char *file, int line) {
+  log(LogLevel::Error, "%s failed at %s:%d: %s", expr, file, line, cudaGetErrorString(err));
+  cudaGetLastError();  // clear the error if it is not sticky, so later calls can work
+  return err == cudaErrorMemoryAllocation ? Status::NoMemory : Status::GpuError;
+}
+
+Status Stream::create(Stream &out) {
+  cudaStream_t s;
+  TEMPI_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  out = Stream();
+  out.s_ = s;
+  return Status::Ok;
+}
+
+Stream::~Stream() {
+  if (s_) cudaStreamDestroy(s_);
+}
+
+Status Event::create(Event &out) {
+  cudaEvent_t e;
+  TEMPI_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  out = Event();
+  out.e_ = e;
+  return Status::Ok;
+}
+
+Event::~Event() {
+  if (e_) cudaEventDestroy(e_);
+}
+
+Status Buffer::allocate(Kind kind, size_t bytes, Buffer &out) {
+  void *p = nullptr;
+  if (kind == Kind::Device)
+    TEMPI_CUDA(cudaMalloc(&p, bytes));
+  else
+    TEMPI_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  out = Buffer();
+  out.kind_ = kind;
+  out.ptr_ = p;
+  out.bytes_ = bytes;
+  return Status::Ok;
+}
+
+Buffer::~Buffer() {
+  if (!ptr_) return;
+  if (kind_ == Kind::Device)
+    cudaFree(ptr_);
+  else
+    cudaFreeHost(ptr_);
+}
+
+static size_t size_class(size_t bytes) {
+  size_t c = 0;
+  while ((size_t(1) << c) < bytes) ++c;
+  return c;
+}
+
+Status BufferPool::acquire(size_t bytes, Lease &out) {
+  const size_t c = size_class(bytes < 256 ? 256 : bytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (c < free_.size() && !free_[c].empty()) {
+      Buffer b = std::move(free_[c].back());
+      free_[c].pop_back();
+      out = Lease(this, std::move(b));
+      return Status::Ok;
+    }
+  }
+  Buffer b;
+  TEMPI_TRY(Buffer::allocate(kind_, size_t(1) << c, b));
+  out = Lease(this, std::move(b));
+  return Status::Ok;
+}
+
+void BufferPool::give_back(Buffer b) {
+  const size_t c = size_class(b.size());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (free_.size() <= c) free_.resize(c + 1);
+  if (free_[c].size() < kKeepPerClass) free_[c].push_back(std::move(b));
+}
+
+BufferPool::Lease::~Lease() {
+  if (pool_ && buf_.get()) pool_->give_back(std::move(buf_));
+}
+
+// Pools live as long as the process: buffers may be given back during static destruction.
+BufferPool &device_pool() {
+  static BufferPool *p = new BufferPool(Buffer::Kind::Device);
+  return *p;
+}
+
+BufferPool &pinned_pool() {
+  static BufferPool *p = new BufferPool(Buffer::Kind::Pinned);
+  return *p;
+}
+
+Status thread_stream(cudaStream_t &out) {
+  thread_local Stream stream;
+  if (!stream.get()) TEMPI_TRY(Stream::create(stream));
+  out = stream.get();
+  return Status::Ok;
+}
+
+}  // namespace tempi

@@ -1,0 +1,117 @@
+// Move-only owners of CUDA handles, and pools so that a repeated call reuses its
+// stream and buffers instead of paying cudaMalloc / cudaStreamCreate each time.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "backend.hpp"
+
+namespace tempi {
+
+class Stream {
+ public:
+  Stream() = default;
+  static Status create(Stream &out);
+  Stream(Stream &&o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  Stream &operator=(Stream &&o) noexcept {
+    std::swap(s_, o.s_);
+    return *this;
+  }
+  Stream(const Stream &) = delete;
+  Stream &operator=(const Stream &) = delete;
+  ~Stream();
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+class Event {
+ public:
+  Event() = default;
+  static Status create(Event &out);
+  Event(Event &&o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+  Event &operator=(Event &&o) noexcept {
+    std::swap(e_, o.e_);
+    return *this;
+  }
+  Event(const Event &) = delete;
+  Event &operator=(const Event &) = delete;
+  ~Event();
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+// Device or pinned (mapped) host memory, freed with the matching call.
+class Buffer {
+ public:
+  enum class Kind { Device, Pinned };
+  Buffer() = default;
+  static Status allocate(Kind kind, size_t bytes, Buffer &out);
+  Buffer(Buffer &&o) noexcept
+      : kind_(o.kind_), ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  Buffer &operator=(Buffer &&o) noexcept {
+    std::swap(kind_, o.kind_);
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  ~Buffer();
+  void *get() const { return ptr_; }
+  size_t size() const { return bytes_; }
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_ = Kind::Device;
+  void *ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Buffers by power-of-two size class; a Lease gives its buffer back when it goes.
+class BufferPool {
+ public:
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(BufferPool *pool, Buffer b) : pool_(pool), buf_(std::move(b)) {}
+    Lease(Lease &&o) noexcept : pool_(std::exchange(o.pool_, nullptr)), buf_(std::move(o.buf_)) {}
+    Lease &operator=(Lease &&o) noexcept {
+      std::swap(pool_, o.pool_);
+      std::swap(buf_, o.buf_);
+      return *this;
+    }
+    ~Lease();
+    void *get() const { return buf_.get(); }
+
+   private:
+    BufferPool *pool_ = nullptr;
+    Buffer buf_;
+  };
+
+  explicit BufferPool(Buffer::Kind kind) : kind_(kind) {}
+  Status acquire(size_t bytes, Lease &out);
+
+ private:
+  void give_back(Buffer b);
+  static constexpr size_t kKeepPerClass = 4;
+  Buffer::Kind kind_;
+  std::mutex mutex_;
+  std::vector<std::vector<Buffer>> free_;  // by log2 of size
+};
+
+BufferPool &device_pool();
+BufferPool &pinned_pool();
+
+// A stream for the calling thread, created once.
+Status thread_stream(cudaStream_t &out);
+
+}  // namespace tempi

@@ -1,0 +1,73 @@
+#include "runtime.hpp"
+
+#include <atomic>
+#include <mutex>
+
+#include "backend.hpp"
+#include "config.hpp"
+#include "forward.hpp"
+#include "log.hpp"
+#include "type_cache.hpp"
+
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI's MPIX_Query_cuda_support
+#endif
+
+namespace tempi {
+
+namespace {
+
+std::atomic<bool> g_active{false};
+std::atomic<bool> g_finalized{false};
+std::once_flag g_init_once;
+bool g_cuda_aware = false;
+
+bool detect_cuda_aware() {
+  if (config().cuda_aware) return *config().cuda_aware;
+#if defined(MPIX_GPU_SUPPORT_CUDA)
+  int supported = 0;
+  if (PMPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS) return supported != 0;
+#elif defined(MPIX_CUDA_AWARE_SUPPORT)
+  return MPIX_Query_cuda_support() != 0;
+#endif
+  return false;
+}
+
+void initialize() {
+  if (config().disabled) return;  // every call forwards
+  int initialized = 0;
+  PMPI_Initialized(&initialized);
+  if (!initialized) return;  // nothing TEMPI does can happen before MPI_Init
+  int rank = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  set_log_rank(rank);
+  g_cuda_aware = detect_cuda_aware();
+  Backend &b = gpu_backend();
+  TEMPI_LOG(Info, "active: GPU %s, MPI library %s CUDA-aware", b.has_gpu() ? b.device_name().c_str() : "none",
+            g_cuda_aware ? "is" : "is not");
+  g_active = true;
+}
+
+}  // namespace
+
+bool active() {
+  if (g_active.load(std::memory_order_acquire)) return true;
+  if (g_finalized.load()) return false;
+  int initialized = 0;
+  PMPI_Initialized(&initialized);
+  if (!initialized) return false;
+  std::call_once(g_init_once, initialize);
+  return g_active.load(std::memory_order_acquire);
+}
+
+void on_mpi_initialized() { active(); }
+
+void on_mpi_finalizing() {
+  if (!g_active.exchange(false)) return;
+  g_finalized = true;
+  type_cache().clear();
+}
+
+bool mpi_is_cuda_aware() { return g_cuda_aware; }
+
+}  // namespace tempi

@@ -1,0 +1,39 @@
+// Plans by datatype handle. MPI_Type_commit plans, MPI_Type_free drops (so a
+// handle the MPI library reuses never finds a stale plan), and a lookup of a handle
+// never committed through TEMPI (named types, types committed before TEMPI was
+// active) plans it then. Safe under MPI_THREAD_MULTIPLE.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "plan.hpp"
+
+namespace tempi {
+
+struct TypeInfo {
+  std::optional<Plan> plan;  // empty: TEMPI does not accelerate this type
+  int64_t size = 0;          // MPI_Type_size
+  // Device-side plan data goes with the last user (a call in flight may outlive MPI_Type_free).
+  ~TypeInfo();
+};
+
+class TypeCache {
+ public:
+  std::shared_ptr<const TypeInfo> commit(MPI_Datatype type);
+  std::shared_ptr<const TypeInfo> find(MPI_Datatype type);  // plans on a miss
+  void drop(MPI_Datatype type);
+  void clear();
+
+ private:
+  std::shared_mutex mutex_;
+  std::unordered_map<MPI_Datatype, std::shared_ptr<const TypeInfo>> types_;
+};
+
+TypeCache &type_cache();
+
+}  // namespace tempi

@@ -67,6 +67,11 @@ void TypeCache::clear() {
   }
 }
 
+size_t TypeCache::size() {
+  std::shared_lock lock(mutex_);
+  return types_.size();
+}
+
 TypeCache &type_cache() {
   static TypeCache cache;
   return cache;

@@ -28,6 +28,7 @@ class TypeCache {
   std::shared_ptr<const TypeInfo> find(MPI_Datatype type);  // plans on a miss
   void drop(MPI_Datatype type);
   void clear();
+  size_t size();  // cached types (for tests and diagnostics)
 
  private:
   std::shared_mutex mutex_;

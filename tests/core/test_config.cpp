@@ -1,0 +1,50 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "config.hpp"
+
+using namespace tempi;
+
+namespace {
+Config parse(std::map<std::string, std::string> env) {
+  return parse_config([&](const char *name) -> const char * {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+}  // namespace
+
+TEST_CASE("defaults when nothing is set", "[config]") {
+  const Config c = parse({});
+  CHECK_FALSE(c.disabled);
+  CHECK(c.log_level == LogLevel::Warn);
+  CHECK_FALSE(c.cuda_aware.has_value());
+  CHECK(c.method == Method::Auto);
+  CHECK(c.pipeline_chunk == 4 << 20);
+}
+
+TEST_CASE("values are parsed; invalid ones keep the default", "[config]") {
+  const Config c = parse({{"TEMPI_DISABLE", "1"}, {"TEMPI_LOG_LEVEL", "debug"}, {"TEMPI_CUDA_AWARE", "no"},
+                          {"TEMPI_METHOD", "staged"}, {"TEMPI_PIPELINE_CHUNK", "-5"}});
+  CHECK(c.disabled);
+  CHECK(c.log_level == LogLevel::Debug);
+  CHECK(c.cuda_aware == false);
+  CHECK(c.method == Method::Staged);
+  CHECK(c.pipeline_chunk == 4 << 20);
+  CHECK_FALSE(parse({{"TEMPI_DISABLE", "0"}}).disabled);
+}
+
+TEST_CASE("every knob is documented in docs/environment.md", "[config]") {
+  std::ifstream f(TEMPI_DOCS_DIR "/environment.md");
+  REQUIRE(f);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  for (const Knob &k : knobs()) {
+    INFO(k.name);
+    CHECK(ss.str().find(std::string("`") + k.name + "`") != std::string::npos);
+  }
+}

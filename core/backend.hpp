@@ -3,6 +3,7 @@
 // code outside cuda/ needs to know whether CUDA exists.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -31,6 +32,12 @@ class Backend {
   // managed or pinned host memory; completes before returning.
   virtual Status pack(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last) = 0;
   virtual Status unpack(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last) = 0;
+
+  // Plain device memory and copies between any two kinds (used by tools and
+  // tests that must run with or without a GPU).
+  virtual Status allocate_device(size_t bytes, void **out) = 0;
+  virtual void free_device(void *ptr) = 0;
+  virtual Status copy(void *dst, const void *src, size_t bytes) = 0;
 
   // Device memory that holds plan data (uploaded block lists) for plan `id` may go.
   virtual void release_plan(uint64_t id) = 0;

@@ -13,14 +13,17 @@ class StubBackend final : public Backend {
   MemorySpace classify(const void *) override { return MemorySpace::Host; }
   Status pack(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
   Status unpack(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
+  Status allocate_device(size_t, void **) override { return Status::Unsupported; }
+  void free_device(void *) override {}
+  Status copy(void *, const void *, size_t) override { return Status::Unsupported; }
   void release_plan(uint64_t) override {}
 };
 
 }  // namespace
 
 Backend &gpu_backend() {
-  static StubBackend backend;
-  return backend;
+  static Backend *backend = new StubBackend;  // immortal, like the CUDA one
+  return *backend;
 }
 
 }  // namespace tempi

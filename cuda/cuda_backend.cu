@@ -110,6 +110,18 @@ class CudaBackend final : public Backend {
     return move(plan, typed, const_cast<void *>(packed), first, last, false);
   }
 
+  Status allocate_device(size_t bytes, void **out) override {
+    TEMPI_CUDA(cudaMalloc(out, bytes));
+    return Status::Ok;
+  }
+
+  void free_device(void *ptr) override { cudaFree(ptr); }
+
+  Status copy(void *dst, const void *src, size_t bytes) override {
+    TEMPI_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+    return Status::Ok;
+  }
+
   void release_plan(uint64_t id) override {
     std::lock_guard<std::mutex> lock(units_mutex_);
     units_.erase(id);

@@ -1,0 +1,251 @@
+// GPU pack and unpack, compared byte for byte with the host reference packer:
+// every canonical shape, every access width, misaligned buffers, large incounts,
+// byte ranges, random types, and MPI_Pack / MPI_Unpack on every memory kind.
+// Exits 77 (skipped) with a message where no GPU is usable.
+#define CATCH_CONFIG_RUNNER
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend.hpp"
+#include "host_packer.hpp"
+#include "random_type.hpp"
+#include "type_plan.hpp"
+
+using namespace tempi;
+
+namespace {
+
+#define CUDA_OK(x) REQUIRE((x) == cudaSuccess)
+
+// A device allocation with room for every byte a plan touches, plus `shift` bytes
+// of deliberate misalignment; host images of it are compared.
+struct Span {
+  int64_t lo = 0, hi = 0;
+  explicit Span(const Plan &p) {
+    for_each_segment(p, 0, p.packed_size(), [&](int64_t t, int64_t, int64_t n) {
+      lo = std::min(lo, t);
+      hi = std::max(hi, t + n);
+    });
+  }
+  int64_t bytes() const { return hi - lo; }
+};
+
+struct DeviceBuf {
+  void *base = nullptr;
+  int64_t size = 0;
+  DeviceBuf(int64_t bytes, bool managed = false) : size(bytes) {
+    if (managed)
+      CUDA_OK(cudaMallocManaged(&base, bytes + 64));
+    else
+      CUDA_OK(cudaMalloc(&base, bytes + 64));
+  }
+  ~DeviceBuf() { cudaFree(base); }
+  char *at(int64_t off) { return static_cast<char *>(base) + off; }
+};
+
+std::vector<unsigned char> random_bytes(int64_t n, uint64_t seed) {
+  std::vector<unsigned char> v(n);
+  std::mt19937_64 rng(seed);
+  for (auto &b : v) b = static_cast<unsigned char>(rng());
+  return v;
+}
+
+// Packs and unpacks `plan` on the GPU with the typed buffer shifted by `ts` bytes and
+// the packed one by `ps` bytes, over stream bytes [first, last); compares with the host.
+void check_plan(const Plan &plan, int ts, int ps, int64_t first, int64_t last, uint64_t seed) {
+  const Span span(plan);
+  const int64_t n = last - first;
+  const std::vector<unsigned char> typed = random_bytes(span.bytes(), seed);
+  DeviceBuf dtyped(span.bytes()), dpacked(n);
+  char *t0 = dtyped.at(ts) - span.lo;  // the address of typed offset 0
+  CUDA_OK(cudaMemcpy(dtyped.at(ts), typed.data(), span.bytes(), cudaMemcpyHostToDevice));
+
+  // pack: poisoned output, compare all of it (nothing written outside [0, n))
+  const std::vector<unsigned char> poison = random_bytes(n + 64, seed + 1);
+  CUDA_OK(cudaMemcpy(dpacked.base, poison.data(), n + 64, cudaMemcpyHostToDevice));
+  REQUIRE(gpu_backend().pack(plan, t0, dpacked.at(ps), first, last) == Status::Ok);
+  std::vector<unsigned char> expect = poison;
+  host_pack(plan, typed.data() - span.lo, expect.data() + ps, first, last);
+  std::vector<unsigned char> got(n + 64);
+  CUDA_OK(cudaMemcpy(got.data(), dpacked.base, n + 64, cudaMemcpyDeviceToHost));
+  REQUIRE(got == expect);
+
+  // unpack the packed bytes into a poisoned typed buffer: gaps must stay poisoned
+  std::vector<unsigned char> image = random_bytes(span.bytes(), seed + 2);
+  CUDA_OK(cudaMemcpy(dtyped.at(ts), image.data(), span.bytes(), cudaMemcpyHostToDevice));
+  REQUIRE(gpu_backend().unpack(plan, dpacked.at(ps), t0, first, last) == Status::Ok);
+  host_unpack(plan, expect.data() + ps, image.data() - span.lo, first, last);
+  std::vector<unsigned char> back(span.bytes());
+  CUDA_OK(cudaMemcpy(back.data(), dtyped.at(ts), span.bytes(), cudaMemcpyDeviceToHost));
+  REQUIRE(back == image);
+}
+
+Plan planned(const TypeDesc &d, int64_t count) {
+  const std::optional<Plan> p = plan_type(d);
+  REQUIRE(p);
+  return p->for_count(count);
+}
+
+const TypeDesc B1 = desc::named(1), B2 = desc::named(2), B4 = desc::named(4), B8 = desc::named(8),
+               B16 = desc::named(16);
+
+// The canonical shapes: 1-D to 5-D strided, block lists, mixed structs.
+std::vector<std::pair<const char *, TypeDesc>> shapes() {
+  return {
+      {"1-D contiguous", desc::contiguous(24, B4)},
+      {"2-D vector of 1-byte elements", desc::vector(9, 3, 7, B1)},
+      {"2-D vector of 2-byte elements", desc::vector(9, 3, 5, B2)},
+      {"2-D vector of 4-byte elements", desc::vector(9, 3, 5, B4)},
+      {"2-D vector of 8-byte elements", desc::vector(9, 3, 5, B8)},
+      {"2-D vector of 16-byte elements", desc::vector(9, 3, 5, B16)},
+      {"3-D subarray", desc::subarray({6, 7, 40}, {3, 4, 12}, {1, 2, 3}, ArrayOrder::C, B4)},
+      {"4-D subarray", desc::subarray({3, 4, 5, 16}, {2, 3, 2, 8}, {1, 0, 2, 4}, ArrayOrder::C, B8)},
+      {"5-D hvector nest", desc::hvector(2, 1, 9000, desc::hvector(3, 1, 2000, desc::hvector(2, 1, 600,
+                                 desc::hvector(3, 1, 150, desc::contiguous(5, B2)))))},
+      {"block list (indexed)", desc::indexed({3, 1, 4, 1, 5}, {20, 0, 9, 30, 2}, B4)},
+      {"block list of long blocks", desc::hindexed({3000, 5000}, {8000, 0}, B1)},
+      {"struct of mixed types", desc::structure({1, 2, 1}, {0, 8, 24}, {B4, B8, B2})},
+      {"vector of structs", desc::vector(5, 2, 3, desc::resized(0, 32, desc::structure({1, 1}, {0, 8}, {B4, B8})))},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("every shape, access width, misalignment and incount", "[gpu]") {
+  uint64_t seed = 1;
+  for (const auto &[name, d] : shapes()) {
+    for (int64_t count : {1, 2, 7, 70000}) {
+      const Plan plan = planned(d, count);
+      if (plan.packed_size() > (int64_t(256) << 20)) continue;
+      for (int ts : {0, 1, 2, 4, 8}) {
+        for (int ps : {0, 3, 8}) {
+          INFO(name << " count " << count << " typed shift " << ts << " packed shift " << ps);
+          check_plan(plan, ts, ps, 0, plan.packed_size(), seed++);
+          if (count == 70000) break;  // large counts: one alignment case is enough
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("byte ranges of the packed stream", "[gpu]") {
+  std::mt19937_64 rng(3);
+  for (const auto &[name, d] : shapes()) {
+    const Plan plan = planned(d, 3);
+    for (int i = 0; i < 8; ++i) {
+      const int64_t a = rng() % plan.packed_size(), b = a + 1 + rng() % (plan.packed_size() - a);
+      INFO(name << " range [" << a << "," << b << ")");
+      check_plan(plan, int(rng() % 16), int(rng() % 16), a, b, rng());
+    }
+  }
+}
+
+TEST_CASE("objects larger than 4 GiB use 64-bit offsets", "[gpu][large]") {
+  size_t free_bytes = 0, total = 0;
+  cudaMemGetInfo(&free_bytes, &total);
+  if (free_bytes < (size_t(6) << 30)) {
+    WARN("skipped: under 6 GiB of free device memory");
+    return;
+  }
+  // 64 blocks of 16 bytes, 80 MiB apart: a 5 GiB span, 1 KiB packed
+  const Plan plan = planned(desc::hvector(64, 16, int64_t(80) << 20, B1), 1);
+  check_plan(plan, 0, 0, 0, plan.packed_size(), 11);
+}
+
+TEST_CASE("random types through the GPU path", "[gpu][property]") {
+  const uint64_t seed = test::seed_from(0, nullptr, 20261122);
+  test::RandomTypes gen(seed);
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < 1500; ++i) {
+    const TypeDesc d = gen.next();
+    const Plan plan = planned(d, 1 + rng() % 3);
+    if (plan.packed_size() == 0) continue;
+    INFO("seed " << seed << " type " << i << ": " << to_string(d));
+    check_plan(plan, int(rng() % 16), int(rng() % 16), 0, plan.packed_size(), rng());
+  }
+}
+
+TEST_CASE("MPI_Pack and MPI_Unpack on every memory kind", "[gpu][mpi]") {
+  MPI_Datatype t;
+  MPI_Type_create_subarray(3, std::vector<int>{8, 9, 10}.data(), std::vector<int>{4, 5, 6}.data(),
+                           std::vector<int>{1, 2, 3}.data(), MPI_ORDER_C, MPI_FLOAT, &t);
+  MPI_Type_commit(&t);
+  const int count = 2, span = 2 * 8 * 9 * 10 * 4;
+  int size = 0;
+  MPI_Pack_size(count, t, MPI_COMM_WORLD, &size);
+  const std::vector<unsigned char> host = random_bytes(span, 5);
+  std::vector<unsigned char> expect(size + 16, 0);
+  int expect_pos = 16;
+  PMPI_Pack(host.data(), count, t, expect.data(), size + 16, &expect_pos, MPI_COMM_WORLD);
+  const int bytes = expect_pos - 16;
+  CHECK(bytes <= size);
+
+  enum Kind { Host, Device, Managed };
+  for (Kind in : {Host, Device, Managed})
+    for (Kind out : {Host, Device, Managed}) {
+      if (in == Host && out == Host) continue;
+      INFO("typed " << in << " packed " << out);
+      DeviceBuf dtyped(span, in == Managed), dpacked(size + 16, out == Managed);
+      std::vector<unsigned char> htyped = host, hpacked(size + 16, 0);
+      void *typed = in == Host ? static_cast<void *>(htyped.data()) : dtyped.base;
+      void *packed = out == Host ? static_cast<void *>(hpacked.data()) : dpacked.base;
+      if (in != Host) CUDA_OK(cudaMemcpy(typed, host.data(), span, cudaMemcpyDefault));
+      if (out != Host) CUDA_OK(cudaMemset(packed, 0, size + 16));
+      int pos = 16;
+      REQUIRE(MPI_Pack(typed, count, t, packed, size + 16, &pos, MPI_COMM_WORLD) == MPI_SUCCESS);
+      CHECK(pos == 16 + bytes);
+      std::vector<unsigned char> got(size + 16);
+      CUDA_OK(cudaMemcpy(got.data(), packed, size + 16, cudaMemcpyDefault));
+      CHECK(std::memcmp(got.data(), expect.data(), 16 + bytes) == 0);
+
+      // unpack into a zeroed typed buffer: equals PMPI_Unpack on the host
+      std::vector<unsigned char> ref(span, 0);
+      int rpos = 16;
+      PMPI_Unpack(expect.data(), size + 16, &rpos, ref.data(), count, t, MPI_COMM_WORLD);
+      CUDA_OK(cudaMemset(in == Host ? dtyped.base : typed, 0, span));
+      if (in == Host) std::fill(htyped.begin(), htyped.end(), 0);
+      pos = 16;
+      REQUIRE(MPI_Unpack(packed, size + 16, &pos, typed, count, t, MPI_COMM_WORLD) == MPI_SUCCESS);
+      CHECK(pos == 16 + bytes);
+      std::vector<unsigned char> back(span);
+      CUDA_OK(cudaMemcpy(back.data(), typed, span, cudaMemcpyDefault));
+      CHECK(back == ref);
+    }
+
+  // too small an output buffer: MPI_ERR_TRUNCATE and nothing written
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  DeviceBuf dtyped(span), dpacked(size);
+  CUDA_OK(cudaMemset(dpacked.base, 0x77, size));
+  int pos = 0;
+  int err = MPI_Pack(dtyped.base, count, t, dpacked.base, bytes - 1, &pos, MPI_COMM_WORLD), cls = 0;
+  MPI_Error_class(err, &cls);
+  CHECK(cls == MPI_ERR_TRUNCATE);
+  CHECK(pos == 0);
+  std::vector<unsigned char> untouched(size);
+  CUDA_OK(cudaMemcpy(untouched.data(), dpacked.base, size, cudaMemcpyDeviceToHost));
+  CHECK(std::all_of(untouched.begin(), untouched.end(), [](unsigned char c) { return c == 0x77; }));
+  err = MPI_Pack(dtyped.base, -1, t, dpacked.base, size, &pos, MPI_COMM_WORLD);
+  MPI_Error_class(err, &cls);
+  CHECK(cls == MPI_ERR_COUNT);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  MPI_Type_free(&t);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int result = 77;
+  if (!gpu_backend().has_gpu()) {
+    std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one (CUDA device count is 0)\n");
+  } else {
+    std::printf("GPU: %s\n", gpu_backend().device_name().c_str());
+    result = Catch::Session().run(argc, argv);
+  }
+  MPI_Finalize();
+  return result;
+}

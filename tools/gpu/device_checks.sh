@@ -14,7 +14,9 @@ case $mpi in
 esac
 # Open MPI needs its flags in the test suite too
 margs=""
-[ "$mpi" != mpich ] && margs="--allow-run-as-root --oversubscribe"
+impl=mpich
+launcher=$(command -v mpiexec.hydra || command -v mpiexec)
+if [ "$mpi" != mpich ]; then margs="--allow-run-as-root --oversubscribe"; impl=openmpi; launcher=$(command -v mpirun); fi
 # catch2's headers come with the carried MPICH debs
 [ -d /opt/mpich-deb/usr/share/pkgconfig ] || { mkdir -p /opt/c2 && dpkg -x .gpu-host/debs/catch2_*.deb /opt/c2 && \
   sed -i 's|^prefix=/usr|prefix=/opt/c2/usr|' /opt/c2/usr/share/pkgconfig/catch2.pc && \
@@ -22,7 +24,7 @@ margs=""
 nvidia-smi -L | tee "$out/device-$mpi.txt"
 date -u | tee -a "$out/device-$mpi.txt"
 b=build-gpu-$mpi
-meson setup $b -Dmpiexec_args="$margs" > "$out/setup-$mpi.log" 2>&1 || { tail -30 "$out/setup-$mpi.log"; exit 1; }
+meson setup $b -Dmpi=$impl -Dmpiexec="$launcher" -Dmpiexec_args="$margs" > "$out/setup-$mpi.log" 2>&1 || { tail -30 "$out/setup-$mpi.log"; exit 1; }
 ninja -C $b > "$out/build-$mpi.log" 2>&1 || { grep -E "error" -A5 "$out/build-$mpi.log" | head -60; exit 1; }
 meson test -C $b --print-errorlogs > "$out/test-$mpi.log" 2>&1
 grep -E "^ *[0-9]+/[0-9]+ |^Ok:|^Fail:|^Skipped:" "$out/test-$mpi.log"

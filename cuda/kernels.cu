@@ -40,25 +40,51 @@ struct Strided32 {
   uint32_t first_word, nwords;
 };
 
+__device__ __forceinline__ int64_t typed_offset(const Strided32 &a, uint32_t q, int word) {
+  uint32_t row = a.per_block.div(q);
+  int64_t off = a.start + int64_t(q - row * a.words_per_block) * word;
+#pragma unroll
+  for (int d = 0; d < kMaxKernelDims; ++d) {
+    if (d >= a.ndims) break;
+    const uint32_t next = a.dims[d].div(row);
+    off += int64_t(row - next * a.dims[d].d) * a.strides[d];
+    row = next;
+  }
+  return off;
+}
+
+// Each thread moves kUnroll words per round, all loads issued before any store, so
+// that scattered accesses (short blocks) keep enough requests in flight.
+constexpr int kUnroll = 4;
+
 template <int W, bool ToPacked>
 __global__ void __launch_bounds__(kThreads) strided32(Strided32 a, const uint8_t *__restrict__ src,
                                                       uint8_t *__restrict__ dst) {
   using T = typename WordOf<W>::type;
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < a.nwords; i += gridDim.x * blockDim.x) {
-    const uint32_t q = a.first_word + i;
-    uint32_t row = a.per_block.div(q);
-    int64_t off = a.start + int64_t(q - row * a.words_per_block) * W;
+  const uint32_t step = gridDim.x * blockDim.x;
+  uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + (kUnroll - 1) * step < a.nwords; i += kUnroll * step) {
+    T v[kUnroll];
+    int64_t off[kUnroll];
 #pragma unroll
-    for (int d = 0; d < kMaxKernelDims; ++d) {
-      if (d >= a.ndims) break;
-      const uint32_t next = a.dims[d].div(row);
-      off += int64_t(row - next * a.dims[d].d) * a.strides[d];
-      row = next;
+    for (int u = 0; u < kUnroll; ++u) {
+      off[u] = typed_offset(a, a.first_word + i + u * step, W);
+      v[u] = ToPacked ? *reinterpret_cast<const T *>(src + off[u]) : reinterpret_cast<const T *>(src)[i + u * step];
     }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (ToPacked)
+        reinterpret_cast<T *>(dst)[i + u * step] = v[u];
+      else
+        *reinterpret_cast<T *>(dst + off[u]) = v[u];
+    }
+  }
+  for (; i < a.nwords; i += step) {
+    const int64_t off = typed_offset(a, a.first_word + i, W);
     if (ToPacked)
-      reinterpret_cast<T *>(dst)[i] = reinterpret_cast<const T *>(src + off)[0];
+      reinterpret_cast<T *>(dst)[i] = *reinterpret_cast<const T *>(src + off);
     else
-      reinterpret_cast<T *>(dst + off)[0] = reinterpret_cast<const T *>(src)[i];
+      *reinterpret_cast<T *>(dst + off) = reinterpret_cast<const T *>(src)[i];
   }
 }
 

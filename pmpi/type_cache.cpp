@@ -28,16 +28,6 @@ TypeInfo::~TypeInfo() {
   if (plan) gpu_backend().release_plan(plan->id);
 }
 
-std::shared_ptr<const TypeInfo> TypeCache::commit(MPI_Datatype type) {
-  std::shared_ptr<const TypeInfo> info = build(type);
-  std::shared_ptr<const TypeInfo> old;  // released outside the lock
-  std::unique_lock lock(mutex_);
-  std::shared_ptr<const TypeInfo> &slot = types_[type];
-  old = std::move(slot);
-  slot = info;
-  return info;
-}
-
 std::shared_ptr<const TypeInfo> TypeCache::find(MPI_Datatype type) {
   {
     std::shared_lock lock(mutex_);

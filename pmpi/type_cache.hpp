@@ -1,7 +1,6 @@
-// Plans by datatype handle. MPI_Type_commit plans, MPI_Type_free drops (so a
-// handle the MPI library reuses never finds a stale plan), and a lookup of a handle
-// never committed through TEMPI (named types, types committed before TEMPI was
-// active) plans it then. Safe under MPI_THREAD_MULTIPLE.
+// Plans by datatype handle, built on the first lookup of a handle (the first call
+// with a GPU buffer) and dropped at MPI_Type_commit and MPI_Type_free, so a handle
+// the MPI library reuses never finds a stale plan. Safe under MPI_THREAD_MULTIPLE.
 #pragma once
 
 #include <mpi.h>
@@ -24,7 +23,6 @@ struct TypeInfo {
 
 class TypeCache {
  public:
-  std::shared_ptr<const TypeInfo> commit(MPI_Datatype type);
   std::shared_ptr<const TypeInfo> find(MPI_Datatype type);  // plans on a miss
   void drop(MPI_Datatype type);
   void clear();

@@ -1,5 +1,7 @@
-// MPI_Type_commit plans the type; MPI_Type_free drops the plan before the handle
-// can be reused.
+// Types are planned on their first use with a GPU buffer (TypeCache::find), not
+// here: commit stays as cheap as the MPI library's own, and types only ever used on
+// host buffers never pay for planning. Commit and free both drop any plan cached
+// under the handle, so a handle the MPI library reuses never finds a stale plan.
 #include "forward.hpp"
 #include "runtime.hpp"
 #include "type_cache.hpp"
@@ -8,7 +10,7 @@ extern "C" {
 
 int TEMPI_WRAPPER(MPI_Type_commit)(MPI_Datatype *datatype) {
   const int err = TEMPI_NEXT(MPI_Type_commit)(datatype);
-  if (err == MPI_SUCCESS && tempi::active()) tempi::type_cache().commit(*datatype);
+  if (err == MPI_SUCCESS && tempi::active()) tempi::type_cache().drop(*datatype);
   return err;
 }
 

@@ -41,13 +41,21 @@ TEST_CASE("freed and reused handles get fresh plans", "[type_cache]") {
   WARN("MPI reused a freed handle " << reused << " times");
 }
 
-TEST_CASE("commit plans and free drops", "[type_cache]") {
+TEST_CASE("first use plans, commit and free drop", "[type_cache]") {
   if (std::getenv("TEMPI_DISABLE")) return;
   const size_t before = type_cache().size();
   MPI_Datatype t;
   MPI_Type_vector(4, 2, 8, MPI_FLOAT, &t);
   MPI_Type_commit(&t);
+  CHECK(type_cache().size() == before);  // commit costs no planning
+  const auto info = type_cache().find(t);
+  REQUIRE(info->plan);
+  CHECK(to_string(*info->plan) == "StridedBlock{start=0 counts=[8,4] strides=[1,32]}");
   CHECK(type_cache().size() == before + 1);
+  CHECK(type_cache().find(t) == info);  // cached
+  MPI_Type_commit(&t);                  // a second commit drops the plan too
+  CHECK(type_cache().size() == before);
+  type_cache().find(t);
   MPI_Type_free(&t);
   CHECK(type_cache().size() == before);
 }
@@ -55,10 +63,15 @@ TEST_CASE("commit plans and free drops", "[type_cache]") {
 TEST_CASE("TEMPI_DISABLE makes every call pass through", "[disable]") {
   const bool disabled = std::getenv("TEMPI_DISABLE") != nullptr;
   CHECK(active() == !disabled);
+  // A planned type stays planned across MPI_Type_commit only when TEMPI is off
+  // (the wrapper then forwards without touching the cache).
   MPI_Datatype t;
   MPI_Type_contiguous(3, MPI_INT, &t);
+  MPI_Type_commit(&t);
+  type_cache().find(t);
   const size_t before = type_cache().size();
   MPI_Type_commit(&t);
-  CHECK(type_cache().size() == before + (disabled ? 0 : 1));
+  CHECK(type_cache().size() == before - (disabled ? 0 : 1));
+  type_cache().drop(t);
   MPI_Type_free(&t);
 }

@@ -30,7 +30,7 @@ meson test -C $b --print-errorlogs > "$out/test-$mpi.log" 2>&1
 grep -E "^ *[0-9]+/[0-9]+ |^Ok:|^Fail:|^Skipped:" "$out/test-$mpi.log"
 grep -E "FAILED|failed|REQUIRE|CHECK\(" -A4 "$out/test-$mpi.log" | head -60
 if [ "${SANITIZE:-1}" = 1 ]; then
-  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $b/tests/test_gpu_pack "~[large]" \
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $b/tests/gpu/test_gpu_pack "~[large]" \
     > "$out/sanitizer-$mpi.log" 2>&1
   echo "compute-sanitizer memcheck exit: $?"; tail -4 "$out/sanitizer-$mpi.log"
 fi

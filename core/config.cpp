@@ -39,12 +39,19 @@ bool parse_bytes(const char *name, const char *value, int64_t &out) {
   return true;
 }
 
+// A knob's declared default, so that each default is written once (in knobs()).
+int64_t default_bytes(const char *name) {
+  for (const Knob &k : knobs())
+    if (!std::strcmp(k.name, name)) return std::strtoll(k.default_value, nullptr, 10);
+  return 0;
+}
+
 }  // namespace
 
 Config parse_config(const std::function<const char *(const char *)> &lookup) {
   Config c;
-  c.pipeline_chunk = 4 << 20;
-  c.pipeline_threshold = 8 << 20;
+  c.pipeline_chunk = default_bytes("TEMPI_PIPELINE_CHUNK");
+  c.pipeline_threshold = default_bytes("TEMPI_PIPELINE_THRESHOLD");
   if (const char *v = lookup("TEMPI_DISABLE")) c.disabled = std::strcmp(v, "0") != 0;
   if (const char *v = lookup("TEMPI_LOG_LEVEL")) {
     static const char *names[] = {"error", "warn", "info", "debug"};

@@ -25,6 +25,7 @@ TEST_CASE("defaults when nothing is set", "[config]") {
   CHECK_FALSE(c.cuda_aware.has_value());
   CHECK(c.method == Method::Auto);
   CHECK(c.pipeline_chunk == 4 << 20);
+  CHECK(c.pipeline_threshold == 8 << 20);
 }
 
 TEST_CASE("values are parsed; invalid ones keep the default", "[config]") {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "plan.hpp"
@@ -15,6 +16,15 @@ enum class MemorySpace { Host, PinnedHost, Device, Managed };
 
 enum class Status { Ok, NoMemory, GpuError, Unsupported };
 const char *to_string(Status s);
+
+// Memory lent from the backend's pools: device memory, or pinned host memory that
+// kernels can read and write directly (mapped). It goes back to its pool when the
+// last copy of `owner` goes, so a request in flight keeps its staging alive.
+enum class ScratchKind { Device, Pinned };
+struct Scratch {
+  void *ptr = nullptr;
+  std::shared_ptr<void> owner;
+};
 
 class Backend {
  public:
@@ -32,6 +42,19 @@ class Backend {
   // managed or pinned host memory; completes before returning.
   virtual Status pack(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last) = 0;
   virtual Status unpack(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last) = 0;
+
+  // Packs bytes [0, bytes) of `plan` from GPU memory into pinned host memory through
+  // device memory: chunk k+1 is packed while chunk k is copied to the host (the staged
+  // method; chunk >= bytes means one chunk). unpack_staged is the reverse: chunk k is
+  // copied to the GPU while chunk k-1 is unpacked. Both complete before returning.
+  virtual Status pack_staged(const Plan &plan, const void *typed, void *host, int64_t bytes, int64_t chunk) = 0;
+  virtual Status unpack_staged(const Plan &plan, const void *host, void *typed, int64_t bytes, int64_t chunk) = 0;
+
+  virtual Status acquire(ScratchKind kind, size_t bytes, Scratch &out) = 0;
+
+  // GPUs visible to this process, and the one this thread's calls use.
+  virtual int device_count() = 0;
+  virtual Status select_device(int device) = 0;
 
   // Plain device memory and copies between any two kinds (used by tools and
   // tests that must run with or without a GPU).

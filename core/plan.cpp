@@ -104,6 +104,16 @@ StridedBlock Plan::strided_block() const {
   return sb;
 }
 
+bool Plan::contiguous() const {
+  if (!strided()) return false;
+  int64_t dense = pattern_size;  // a dimension continues the run when its stride is the run so far
+  for (const Dim &d : dims) {
+    if (d.count > 1 && d.stride != dense) return false;
+    dense *= d.count;
+  }
+  return true;
+}
+
 Plan Plan::for_count(int64_t count) const {
   Plan p = *this;
   p.dims.push_back({count, extent});

@@ -44,6 +44,8 @@ struct Plan {
   uint64_t id = 0;           // identifies the datatype's plan in backend caches (not compared)
 
   bool strided() const { return pattern.size() == 1 && pattern[0].count == 1; }
+  // One run of packed_size() bytes starting at `start + pattern[0].offset`: packing is a copy.
+  bool contiguous() const;
   int64_t instances() const;  // product of dims' counts
   int64_t packed_size() const { return pattern_size * instances(); }
   StridedBlock strided_block() const;  // requires strided()

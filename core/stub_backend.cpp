@@ -13,6 +13,11 @@ class StubBackend final : public Backend {
   MemorySpace classify(const void *) override { return MemorySpace::Host; }
   Status pack(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
   Status unpack(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
+  Status pack_staged(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
+  Status unpack_staged(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
+  Status acquire(ScratchKind, size_t, Scratch &) override { return Status::Unsupported; }
+  int device_count() override { return 0; }
+  Status select_device(int) override { return Status::Unsupported; }
   Status allocate_device(size_t, void **) override { return Status::Unsupported; }
   void free_device(void *) override {}
   Status copy(void *, const void *, size_t) override { return Status::Unsupported; }

@@ -110,6 +110,89 @@ class CudaBackend final : public Backend {
     return move(plan, typed, const_cast<void *>(packed), first, last, false);
   }
 
+  Status pack_staged(const Plan &plan, const void *typed, void *host, int64_t bytes, int64_t chunk) override {
+    bytes = std::min(bytes, plan.packed_size());
+    if (bytes <= 0) return Status::Ok;
+    cudaStream_t stream;
+    TEMPI_TRY(thread_stream(stream));
+    if (plan.contiguous()) {  // one DMA copy, no kernel
+      const char *src = static_cast<const char *>(typed) + plan.start + plan.pattern[0].offset;
+      TEMPI_CUDA(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDefault, stream));
+      TEMPI_CUDA(cudaStreamSynchronize(stream));
+      return Status::Ok;
+    }
+    BufferPool::Lease staging;
+    if (device_pool().acquire(bytes, staging) != Status::Ok) {
+      TEMPI_LOG(Warn, "no device memory to stage %lld bytes: packing straight into host memory",
+                (long long)bytes);
+      return pack(plan, typed, host, 0, bytes);
+    }
+    CopyResources cr;
+    TEMPI_TRY(thread_copy_resources(cr));
+    char *dev = static_cast<char *>(staging.get());
+    for (int64_t off = 0; off < bytes; off += chunk) {
+      const int64_t end = std::min(bytes, off + chunk);
+      TEMPI_TRY(run_kernel(plan, const_cast<void *>(typed), dev + off, off, end, true, stream));
+      TEMPI_CUDA(cudaEventRecord(cr.ready, stream));
+      TEMPI_CUDA(cudaStreamWaitEvent(cr.copy, cr.ready, 0));
+      TEMPI_CUDA(cudaMemcpyAsync(static_cast<char *>(host) + off, dev + off, end - off, cudaMemcpyDeviceToHost,
+                                 cr.copy));
+    }
+    TEMPI_CUDA(cudaStreamSynchronize(cr.copy));
+    return Status::Ok;
+  }
+
+  Status unpack_staged(const Plan &plan, const void *host, void *typed, int64_t bytes, int64_t chunk) override {
+    bytes = std::min(bytes, plan.packed_size());
+    if (bytes <= 0) return Status::Ok;
+    cudaStream_t stream;
+    TEMPI_TRY(thread_stream(stream));
+    if (plan.contiguous()) {
+      char *dst = static_cast<char *>(typed) + plan.start + plan.pattern[0].offset;
+      TEMPI_CUDA(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyDefault, stream));
+      TEMPI_CUDA(cudaStreamSynchronize(stream));
+      return Status::Ok;
+    }
+    BufferPool::Lease staging;
+    if (device_pool().acquire(bytes, staging) != Status::Ok) {
+      TEMPI_LOG(Warn, "no device memory to stage %lld bytes: unpacking straight from host memory",
+                (long long)bytes);
+      return unpack(plan, host, typed, 0, bytes);
+    }
+    CopyResources cr;
+    TEMPI_TRY(thread_copy_resources(cr));
+    char *dev = static_cast<char *>(staging.get());
+    for (int64_t off = 0; off < bytes; off += chunk) {
+      const int64_t end = std::min(bytes, off + chunk);
+      TEMPI_CUDA(cudaMemcpyAsync(dev + off, static_cast<const char *>(host) + off, end - off, cudaMemcpyHostToDevice,
+                                 cr.copy));
+      TEMPI_CUDA(cudaEventRecord(cr.ready, cr.copy));
+      TEMPI_CUDA(cudaStreamWaitEvent(stream, cr.ready, 0));
+      TEMPI_TRY(run_kernel(plan, typed, dev + off, off, end, false, stream));
+    }
+    TEMPI_CUDA(cudaStreamSynchronize(stream));
+    return Status::Ok;
+  }
+
+  Status acquire(ScratchKind kind, size_t bytes, Scratch &out) override {
+    auto lease = std::make_shared<BufferPool::Lease>();
+    TEMPI_TRY((kind == ScratchKind::Device ? device_pool() : pinned_pool()).acquire(bytes, *lease));
+    out.ptr = lease->get();
+    out.owner = std::move(lease);
+    return Status::Ok;
+  }
+
+  int device_count() override {
+    int n = 0;
+    if (!has_gpu() || cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+    return n;
+  }
+
+  Status select_device(int device) override {
+    TEMPI_CUDA(cudaSetDevice(device));
+    return Status::Ok;
+  }
+
   Status allocate_device(size_t bytes, void **out) override {
     TEMPI_CUDA(cudaMalloc(out, bytes));
     return Status::Ok;

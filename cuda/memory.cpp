@@ -109,4 +109,13 @@ Status thread_stream(cudaStream_t &out) {
   return Status::Ok;
 }
 
+Status thread_copy_resources(CopyResources &out) {
+  thread_local Stream stream;
+  thread_local Event event;
+  if (!stream.get()) TEMPI_TRY(Stream::create(stream));
+  if (!event.get()) TEMPI_TRY(Event::create(event));
+  out = {stream.get(), event.get()};
+  return Status::Ok;
+}
+
 }  // namespace tempi

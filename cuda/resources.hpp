@@ -114,4 +114,13 @@ BufferPool &pinned_pool();
 // A stream for the calling thread, created once.
 Status thread_stream(cudaStream_t &out);
 
+// What a pipelined transfer needs per thread: a second stream for the copies (so they
+// overlap the kernels on thread_stream) and an event to order the two. Reusing one
+// event is safe: cudaStreamWaitEvent waits for the record made before it was called.
+struct CopyResources {
+  cudaStream_t copy;
+  cudaEvent_t ready;
+};
+Status thread_copy_resources(CopyResources &out);
+
 }  // namespace tempi

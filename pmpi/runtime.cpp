@@ -7,6 +7,7 @@
 #include "config.hpp"
 #include "forward.hpp"
 #include "log.hpp"
+#include "requests.hpp"
 #include "type_cache.hpp"
 
 #if __has_include(<mpi-ext.h>)
@@ -63,7 +64,9 @@ bool active() {
 void on_mpi_initialized() { active(); }
 
 void on_mpi_finalizing() {
-  if (!g_active.exchange(false)) return;
+  if (!g_active.load()) return;
+  requests().drain_detached();  // requests the application freed must still finish
+  g_active = false;
   g_finalized = true;
   type_cache().clear();
 }

@@ -43,6 +43,22 @@ TEST_CASE("count folds into the plan", "[plan]") {
   CHECK(pv.dims[1] == Dim{3, 28});
 }
 
+TEST_CASE("contiguous plans are recognized", "[plan]") {
+  const std::optional<Plan> row = plan_type(desc::contiguous(8, desc::named(4)));
+  CHECK(row->contiguous());
+  CHECK(row->for_count(1000).contiguous());
+  // a resized type whose extent equals its size packs as one copy too
+  CHECK(plan_type(desc::resized(0, 8, desc::contiguous(2, desc::named(4))))->for_count(5).contiguous());
+  const std::optional<Plan> col = plan_type(desc::vector(4, 1, 2, desc::named(4)));
+  CHECK_FALSE(col->contiguous());
+  CHECK_FALSE(col->for_count(3).contiguous());
+  // one element of a padded type is one run, two are not
+  const std::optional<Plan> padded = plan_type(desc::resized(0, 16, desc::named(4)));
+  CHECK(padded->for_count(1).contiguous());
+  CHECK_FALSE(padded->for_count(2).contiguous());
+  CHECK_FALSE(plan_type(desc::indexed({1, 3}, {5, 0}, desc::named(8)))->contiguous());
+}
+
 TEST_CASE("irregular types plan to a compact block list", "[plan]") {
   const std::optional<Plan> p = plan_type(desc::indexed({1, 3, 2}, {5, 0, 9}, desc::named(8)));
   REQUIRE(p);

@@ -1,0 +1,217 @@
+#include "messages.hpp"
+
+#include <atomic>
+#include <climits>
+
+#include "errors.hpp"
+#include "forward.hpp"
+#include "log.hpp"
+#include "runtime.hpp"
+
+namespace tempi {
+
+namespace {
+
+std::atomic<int> g_method{-1};  // -1: TEMPI_METHOD
+
+// Device and managed memory are GPU data; pinned host memory is host memory the MPI
+// library reads itself.
+bool is_gpu_data(const void *buf) {
+  const MemorySpace s = gpu_backend().classify(buf);
+  return s == MemorySpace::Device || s == MemorySpace::Managed;
+}
+
+// MPI counts are ints: a message of 2^31 bytes or more goes as one element of a
+// derived type of that many bytes (still the same bytes on the wire).
+int wire_type(int64_t bytes, MPI_Comm comm, int &count, MPI_Datatype &type, OwnedType &owned) {
+  if (bytes <= INT_MAX) {
+    count = int(bytes);
+    type = MPI_PACKED;
+    return MPI_SUCCESS;
+  }
+  constexpr int kGiB = 1 << 30;
+  MPI_Datatype gib, big;
+  int err = PMPI_Type_contiguous(kGiB, MPI_BYTE, &gib);
+  const int blocks[2] = {int(bytes / kGiB), int(bytes % kGiB)};
+  const MPI_Aint displs[2] = {0, MPI_Aint(bytes / kGiB) * kGiB};
+  MPI_Datatype types[2] = {gib, MPI_BYTE};
+  if (err == MPI_SUCCESS) err = PMPI_Type_create_struct(2, blocks, displs, types, &big);
+  if (err == MPI_SUCCESS) err = PMPI_Type_commit(&big);
+  PMPI_Type_free(&gib);
+  if (err != MPI_SUCCESS)
+    return raise_error(comm, MPI_ERR_INTERN, "cannot describe a %lld-byte message to MPI", (long long)bytes);
+  count = 1;
+  type = big;
+  owned = OwnedType(big);
+  return MPI_SUCCESS;
+}
+
+// The bytes a (count, type) buffer spans, relative to its address (types TEMPI cannot plan).
+void span_of(int count, MPI_Datatype type, int64_t &lo, int64_t &bytes) {
+  MPI_Count lb, extent, true_lb, true_extent;
+  PMPI_Type_get_extent_x(type, &lb, &extent);
+  PMPI_Type_get_true_extent_x(type, &true_lb, &true_extent);
+  const int64_t last = int64_t(count - 1) * extent;
+  lo = true_lb + std::min<int64_t>(0, last);
+  bytes = true_lb + true_extent + std::max<int64_t>(0, last) - lo;
+}
+
+void log_downgrade_once(Method requested) {
+  static std::atomic<bool> said{false};
+  if (requested == Method::Device && !mpi_is_cuda_aware() && !said.exchange(true))
+    TEMPI_LOG(Warn, "the device method needs a CUDA-aware MPI library; using the staged method");
+}
+
+struct Decision {
+  std::shared_ptr<const TypeInfo> info;  // null: pass the user's arguments through
+  bool plannable = false;
+  Plan plan;
+  Transfer transfer{Method::Staged, 0};
+};
+
+// Whether TEMPI moves this buffer, and how.
+Decision decide(const void *buf, int count, MPI_Datatype type, int peer) {
+  Decision d;
+  if (!active() || count <= 0 || peer == MPI_PROC_NULL || type == MPI_DATATYPE_NULL || !is_gpu_data(buf)) return d;
+  std::shared_ptr<const TypeInfo> info = type_cache().find(type);
+  if (info->size == 0) return d;
+  const bool aware = mpi_is_cuda_aware();
+  if (!info->plan) {
+    if (!aware) d.info = std::move(info);  // the MPI library cannot read GPU memory: copy the region
+    return d;
+  }
+  d.plan = info->plan->for_count(count);
+  const Method requested = requested_method();
+  log_downgrade_once(requested);
+  d.transfer = choose_transfer(requested, aware, d.plan.packed_size(), d.plan.contiguous(), config());
+  // The device method on one contiguous run needs no packing: the MPI library reads the buffer.
+  if (d.transfer.method == Method::Device && d.plan.contiguous()) return d;
+  d.info = std::move(info);
+  d.plannable = true;
+  return d;
+}
+
+// Staging for `bytes`: device memory for the device method, else pinned host memory.
+// Without device memory the one-shot method needs none.
+int acquire_staging(Transfer &t, int64_t bytes, MPI_Comm comm, const char *call, Scratch &out) {
+  Backend &b = gpu_backend();
+  if (t.method == Method::Device) {
+    if (b.acquire(ScratchKind::Device, size_t(bytes), out) == Status::Ok) return MPI_SUCCESS;
+    TEMPI_LOG(Warn, "%s: no device memory for %lld packed bytes; using the one-shot method", call, (long long)bytes);
+    t = {Method::OneShot, bytes};
+  }
+  const Status st = b.acquire(ScratchKind::Pinned, size_t(bytes), out);
+  if (st != Status::Ok)
+    return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in pinned host memory: %s", call,
+                       (long long)bytes, to_string(st));
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+OwnedType::~OwnedType() {
+  int finalized = 0;
+  PMPI_Finalized(&finalized);
+  if (type_ != MPI_DATATYPE_NULL && !finalized) PMPI_Type_free(&type_);
+}
+
+Method requested_method() {
+  const int m = g_method.load(std::memory_order_relaxed);
+  return m < 0 ? config().method : Method(m);
+}
+
+void set_requested_method(Method m) { g_method.store(int(m), std::memory_order_relaxed); }
+
+int prepare_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
+                 Outgoing &out) {
+  out.buf = buf;
+  out.count = count;
+  out.type = type;
+  Decision d = decide(buf, count, type, peer);
+  if (!d.info) return MPI_SUCCESS;
+  Backend &b = gpu_backend();
+
+  if (!d.plannable) {  // copy the whole region to the host; the MPI library packs it
+    int64_t lo, bytes;
+    span_of(count, type, lo, bytes);
+    if (b.acquire(ScratchKind::Pinned, size_t(bytes), out.staging) != Status::Ok)
+      return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in pinned host memory", call,
+                         (long long)bytes);
+    if (const Status st = b.copy(out.staging.ptr, static_cast<const char *>(buf) + lo, size_t(bytes));
+        st != Status::Ok)
+      return raise_error(comm, MPI_ERR_INTERN, "%s: copying GPU data to the host failed: %s", call, to_string(st));
+    out.buf = static_cast<const char *>(out.staging.ptr) - lo;
+    return MPI_SUCCESS;
+  }
+
+  const int64_t bytes = d.plan.packed_size();
+  if (const int err = acquire_staging(d.transfer, bytes, comm, call, out.staging)) return err;
+  const Status st = d.transfer.method == Method::Staged
+                        ? b.pack_staged(d.plan, buf, out.staging.ptr, bytes, d.transfer.chunk)
+                        : b.pack(d.plan, buf, out.staging.ptr, 0, bytes);
+  if (st != Status::Ok)
+    return raise_error(comm, MPI_ERR_INTERN, "%s: packing GPU data (%s method) failed: %s", call,
+                       to_string(d.transfer.method), to_string(st));
+  out.buf = out.staging.ptr;
+  return wire_type(bytes, comm, out.count, out.type, out.wire_type);
+}
+
+int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call, Incoming &in) {
+  in.buf = buf;
+  in.count = count;
+  in.type = type;
+  in.comm = comm;
+  in.user = buf;
+  Decision d = decide(buf, count, type, peer);
+  if (!d.info) return MPI_SUCCESS;
+  Backend &b = gpu_backend();
+
+  if (!d.plannable) {  // the MPI library unpacks into a host copy of the region, which goes back whole
+    span_of(count, type, in.region_lo, in.region_bytes);
+    if (b.acquire(ScratchKind::Pinned, size_t(in.region_bytes), in.staging) != Status::Ok)
+      return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in pinned host memory", call,
+                         (long long)in.region_bytes);
+    // The copy keeps the bytes between the type's blocks, which the copy back rewrites.
+    if (const Status st = b.copy(in.staging.ptr, static_cast<char *>(buf) + in.region_lo, size_t(in.region_bytes));
+        st != Status::Ok)
+      return raise_error(comm, MPI_ERR_INTERN, "%s: copying GPU data to the host failed: %s", call, to_string(st));
+    in.buf = static_cast<char *>(in.staging.ptr) - in.region_lo;
+    in.after = Incoming::After::CopyBack;
+    return MPI_SUCCESS;
+  }
+
+  const int64_t capacity = d.plan.packed_size();
+  if (const int err = acquire_staging(d.transfer, capacity, comm, call, in.staging)) return err;
+  in.info = std::move(d.info);
+  in.plan = std::move(d.plan);
+  in.transfer = d.transfer;
+  in.after = Incoming::After::Unpack;
+  in.buf = in.staging.ptr;
+  return wire_type(capacity, comm, in.count, in.type, in.wire_type);
+}
+
+int finish_recv(Incoming &in, const MPI_Status &status, int err) {
+  if (in.after == Incoming::After::Nothing || in.finished) return MPI_SUCCESS;
+  in.finished = true;
+  if (err != MPI_SUCCESS) return MPI_SUCCESS;  // the MPI library reported it already
+  int cancelled = 0;
+  PMPI_Test_cancelled(&status, &cancelled);
+  if (cancelled) return MPI_SUCCESS;
+  Backend &b = gpu_backend();
+  Status st;
+  if (in.after == Incoming::After::CopyBack) {
+    st = b.copy(static_cast<char *>(in.user) + in.region_lo, in.staging.ptr, size_t(in.region_bytes));
+  } else {
+    MPI_Count received = 0;
+    PMPI_Get_elements_x(&status, MPI_BYTE, &received);
+    st = in.transfer.method == Method::Staged
+             ? b.unpack_staged(in.plan, in.staging.ptr, in.user, received, in.transfer.chunk)
+             : b.unpack(in.plan, in.staging.ptr, in.user, 0, received);
+  }
+  if (st != Status::Ok)
+    return raise_error(in.comm, MPI_ERR_INTERN, "moving received data to the GPU (%s method) failed: %s",
+                       to_string(in.transfer.method), to_string(st));
+  return MPI_SUCCESS;
+}
+
+}  // namespace tempi

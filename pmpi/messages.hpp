@@ -1,0 +1,84 @@
+// One point-to-point message on a GPU buffer, as the MPI library sees it (DESIGN.md,
+// "Moving packed data"). A send packs the user's data and hands the MPI library the
+// packed bytes; a receive hands it a staging buffer and unpacks once the data is in.
+// On the wire each application message stays one message on the application's
+// communicator and tag, holding exactly the bytes MPI_Pack would produce, so any
+// matching receive works. Host buffers, MPI_PROC_NULL, empty messages and disabled
+// TEMPI pass the user's arguments through untouched.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "backend.hpp"
+#include "method.hpp"
+#include "type_cache.hpp"
+
+namespace tempi {
+
+// A derived datatype TEMPI made for the wire, freed with its owner.
+class OwnedType {
+ public:
+  OwnedType() = default;
+  explicit OwnedType(MPI_Datatype t) : type_(t) {}
+  OwnedType(OwnedType &&o) noexcept : type_(o.type_) { o.type_ = MPI_DATATYPE_NULL; }
+  OwnedType &operator=(OwnedType &&o) noexcept {
+    std::swap(type_, o.type_);
+    return *this;
+  }
+  OwnedType(const OwnedType &) = delete;
+  OwnedType &operator=(const OwnedType &) = delete;
+  ~OwnedType();
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+// The arguments to give the MPI library for a send, and what must live until it completes.
+struct Outgoing {
+  const void *buf = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  Scratch staging;  // the packed bytes
+  OwnedType wire_type;
+};
+
+// Packs (buf, count, type) when it is GPU data TEMPI handles; otherwise `out` holds the
+// user's arguments. Returns an MPI error code (raised on `comm`).
+int prepare_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
+                 Outgoing &out);
+
+// The arguments to give the MPI library for a receive, and what to do once it completed.
+struct Incoming {
+  void *buf = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+
+  enum class After { Nothing, Unpack, CopyBack };
+  After after = After::Nothing;
+  bool finished = false;  // finish_recv ran (MPI_Request_get_status may run it early)
+  MPI_Comm comm = MPI_COMM_NULL;
+  void *user = nullptr;
+  Scratch staging;
+  OwnedType wire_type;
+  // Unpack: the user's plan and how the bytes move to the GPU.
+  std::shared_ptr<const TypeInfo> info;  // keeps device-side plan data alive
+  Plan plan;
+  Transfer transfer{Method::Staged, 0};
+  // CopyBack: a type TEMPI cannot plan, received by the MPI library into a host copy
+  // of the bytes [region_lo, region_lo + region_bytes) around `user`.
+  int64_t region_lo = 0, region_bytes = 0;
+};
+
+int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call, Incoming &in);
+
+// After the MPI library completed the receive with `status` and error `err`: moves
+// what arrived into the user's buffer (nothing when cancelled or failed).
+int finish_recv(Incoming &in, const MPI_Status &status, int err);
+
+// The method that TEMPI_METHOD requested, or what TEMPIX_Set_method set since.
+Method requested_method();
+void set_requested_method(Method m);
+
+}  // namespace tempi

@@ -1,0 +1,165 @@
+// Point-to-point calls. GPU buffers go through messages.hpp (packed bytes on the
+// wire); everything else reaches the MPI library with the user's own arguments.
+// Nonblocking calls return the MPI library's request and record in the request table
+// what its completion must do.
+#include "errors.hpp"
+#include "forward.hpp"
+#include "messages.hpp"
+#include "requests.hpp"
+#include "runtime.hpp"
+
+namespace tempi {
+
+namespace {
+
+using SendFn = int (*)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
+using IsendFn = int (*)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+
+int send_with(SendFn next, const char *call, const void *buf, int count, MPI_Datatype type, int dest, int tag,
+              MPI_Comm comm) {
+  Outgoing out;
+  if (const int err = prepare_send(buf, count, type, dest, comm, call, out)) return err;
+  return next(out.buf, out.count, out.type, dest, tag, comm);
+}
+
+int isend_with(IsendFn next, const char *call, const void *buf, int count, MPI_Datatype type, int dest, int tag,
+               MPI_Comm comm, MPI_Request *request) {
+  Outgoing out;
+  if (const int err = prepare_send(buf, count, type, dest, comm, call, out)) return err;
+  if (!out.staging.owner) return next(out.buf, out.count, out.type, dest, tag, comm, request);
+  const int err = next(out.buf, out.count, out.type, dest, tag, comm, request);
+  if (err == MPI_SUCCESS) {
+    auto p = std::make_unique<Pending>();
+    p->out = std::move(out);
+    requests().add(*request, std::move(p));
+  }
+  return err;
+}
+
+// Records a posted receive whose data TEMPI moves into the user's buffer at completion.
+int track_recv(Incoming &in, MPI_Request *request, int err) {
+  if (err != MPI_SUCCESS) return err;
+  auto p = std::make_unique<Pending>();
+  p->in = std::move(in);
+  requests().add(*request, std::move(p));
+  return MPI_SUCCESS;
+}
+
+// The first error of a call and of TEMPI's completion of it.
+int first_error(int mpi_err, int tempi_err) { return mpi_err != MPI_SUCCESS ? mpi_err : tempi_err; }
+
+}  // namespace
+
+}  // namespace tempi
+
+using namespace tempi;
+
+extern "C" {
+
+int TEMPI_WRAPPER(MPI_Send)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return send_with(TEMPI_NEXT(MPI_Send), "MPI_Send", buf, count, type, dest, tag, comm);
+}
+
+int TEMPI_WRAPPER(MPI_Ssend)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return send_with(TEMPI_NEXT(MPI_Ssend), "MPI_Ssend", buf, count, type, dest, tag, comm);
+}
+
+int TEMPI_WRAPPER(MPI_Bsend)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return send_with(TEMPI_NEXT(MPI_Bsend), "MPI_Bsend", buf, count, type, dest, tag, comm);
+}
+
+int TEMPI_WRAPPER(MPI_Rsend)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return send_with(TEMPI_NEXT(MPI_Rsend), "MPI_Rsend", buf, count, type, dest, tag, comm);
+}
+
+int TEMPI_WRAPPER(MPI_Isend)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                             MPI_Request *request) {
+  return isend_with(TEMPI_NEXT(MPI_Isend), "MPI_Isend", buf, count, type, dest, tag, comm, request);
+}
+
+int TEMPI_WRAPPER(MPI_Issend)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                              MPI_Request *request) {
+  return isend_with(TEMPI_NEXT(MPI_Issend), "MPI_Issend", buf, count, type, dest, tag, comm, request);
+}
+
+int TEMPI_WRAPPER(MPI_Ibsend)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                              MPI_Request *request) {
+  return isend_with(TEMPI_NEXT(MPI_Ibsend), "MPI_Ibsend", buf, count, type, dest, tag, comm, request);
+}
+
+int TEMPI_WRAPPER(MPI_Irsend)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                              MPI_Request *request) {
+  return isend_with(TEMPI_NEXT(MPI_Irsend), "MPI_Irsend", buf, count, type, dest, tag, comm, request);
+}
+
+int TEMPI_WRAPPER(MPI_Recv)(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                            MPI_Status *status) {
+  Incoming in;
+  if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Recv", in)) return err;
+  if (in.after == Incoming::After::Nothing) return TEMPI_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
+  MPI_Status local;
+  MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
+  const int err = TEMPI_NEXT(MPI_Recv)(in.buf, in.count, in.type, source, tag, comm, st);
+  return first_error(err, finish_recv(in, *st, err));
+}
+
+int TEMPI_WRAPPER(MPI_Irecv)(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                             MPI_Request *request) {
+  Incoming in;
+  if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Irecv", in)) return err;
+  if (in.after == Incoming::After::Nothing)
+    return TEMPI_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, request);
+  return track_recv(in, request, TEMPI_NEXT(MPI_Irecv)(in.buf, in.count, in.type, source, tag, comm, request));
+}
+
+int TEMPI_WRAPPER(MPI_Sendrecv)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                                void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                                MPI_Comm comm, MPI_Status *status) {
+  Outgoing out;
+  Incoming in;
+  if (const int err = prepare_send(sendbuf, sendcount, sendtype, dest, comm, "MPI_Sendrecv", out)) return err;
+  if (const int err = prepare_recv(recvbuf, recvcount, recvtype, source, comm, "MPI_Sendrecv", in)) return err;
+  MPI_Status local;
+  MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
+  const int err = TEMPI_NEXT(MPI_Sendrecv)(out.buf, out.count, out.type, dest, sendtag, in.buf, in.count, in.type,
+                                           source, recvtag, comm, st);
+  return first_error(err, finish_recv(in, *st, err));
+}
+
+int TEMPI_WRAPPER(MPI_Sendrecv_replace)(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source,
+                                        int recvtag, MPI_Comm comm, MPI_Status *status) {
+  Outgoing out;
+  Incoming in;
+  if (const int err = prepare_send(buf, count, type, dest, comm, "MPI_Sendrecv_replace", out)) return err;
+  if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Sendrecv_replace", in)) return err;
+  if (!out.staging.owner && in.after == Incoming::After::Nothing)
+    return TEMPI_NEXT(MPI_Sendrecv_replace)(buf, count, type, dest, sendtag, source, recvtag, comm, status);
+  // The packed bytes left the user's buffer, so send and receive no longer share one.
+  MPI_Status local;
+  MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
+  const int err = TEMPI_NEXT(MPI_Sendrecv)(out.buf, out.count, out.type, dest, sendtag, in.buf, in.count, in.type,
+                                           source, recvtag, comm, st);
+  return first_error(err, finish_recv(in, *st, err));
+}
+
+// A matched message has no communicator argument: TEMPI's own errors go to MPI_COMM_WORLD.
+int TEMPI_WRAPPER(MPI_Mrecv)(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Status *status) {
+  Incoming in;
+  const int peer = *message == MPI_MESSAGE_NO_PROC ? MPI_PROC_NULL : 0;
+  if (const int err = prepare_recv(buf, count, type, peer, MPI_COMM_WORLD, "MPI_Mrecv", in)) return err;
+  if (in.after == Incoming::After::Nothing) return TEMPI_NEXT(MPI_Mrecv)(buf, count, type, message, status);
+  MPI_Status local;
+  MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
+  const int err = TEMPI_NEXT(MPI_Mrecv)(in.buf, in.count, in.type, message, st);
+  return first_error(err, finish_recv(in, *st, err));
+}
+
+int TEMPI_WRAPPER(MPI_Imrecv)(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Request *request) {
+  Incoming in;
+  const int peer = *message == MPI_MESSAGE_NO_PROC ? MPI_PROC_NULL : 0;
+  if (const int err = prepare_recv(buf, count, type, peer, MPI_COMM_WORLD, "MPI_Imrecv", in)) return err;
+  if (in.after == Incoming::After::Nothing) return TEMPI_NEXT(MPI_Imrecv)(buf, count, type, message, request);
+  return track_recv(in, request, TEMPI_NEXT(MPI_Imrecv)(in.buf, in.count, in.type, message, request));
+}
+
+}  // extern "C"

@@ -1,0 +1,718 @@
+// Point-to-point behaviour on two ranks (pmpi/wrap_p2p.cpp, wrap_completion.cpp).
+// One source, built four ways (tests/meson.build):
+//   P2P_HOST_BUFFERS, without TEMPI   what the MPI library itself does (the reference)
+//   P2P_HOST_BUFFERS, with TEMPI      must behave identically: host buffers pass through
+//   emulated GPU backend              "GPU" buffers in host memory: every TEMPI path on CI
+//   P2P_REAL_GPU                      real GPU buffers (gpu suite; exit 77 without a GPU)
+// Expected bytes come from the MPI library's own host engine (PMPI_Pack, PMPI_Unpack).
+#define CATCH_CONFIG_RUNNER
+#include <mpi.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if !defined(P2P_HOST_BUFFERS)
+#include "backend.hpp"
+#include "tempi.h"
+#endif
+#if defined(P2P_REAL_GPU)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace {
+
+int rank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+enum class Where { Host, Gpu, Managed };
+
+// A test buffer in host, GPU or managed memory (all host memory in the host builds).
+class Buf {
+ public:
+  Buf(Where w, size_t bytes) : where_(w), bytes_(bytes ? bytes : 1) {
+#if defined(P2P_HOST_BUFFERS)
+    where_ = Where::Host;
+#endif
+    if (where_ == Where::Host) {
+      host_.resize(bytes_);
+      ptr_ = host_.data();
+      return;
+    }
+#if defined(P2P_REAL_GPU)
+    if (where_ == Where::Managed) {
+      REQUIRE(cudaMallocManaged(&ptr_, bytes_) == cudaSuccess);
+      return;
+    }
+#endif
+#if !defined(P2P_HOST_BUFFERS)
+    REQUIRE(tempi::gpu_backend().allocate_device(bytes_, &ptr_) == tempi::Status::Ok);
+#endif
+  }
+  ~Buf() {
+    if (where_ == Where::Host) return;
+#if defined(P2P_REAL_GPU)
+    if (where_ == Where::Managed) {
+      cudaFree(ptr_);
+      return;
+    }
+#endif
+#if !defined(P2P_HOST_BUFFERS)
+    tempi::gpu_backend().free_device(ptr_);
+#endif
+  }
+  Buf(const Buf &) = delete;
+  Buf &operator=(const Buf &) = delete;
+
+  void *get() const { return ptr_; }
+  void upload(const std::vector<char> &v) { copy(ptr_, v.data(), v.size()); }
+  std::vector<char> download() const {
+    std::vector<char> v(bytes_);
+    copy(v.data(), ptr_, bytes_);
+    return v;
+  }
+
+ private:
+  void copy(void *dst, const void *src, size_t n) const {
+#if defined(P2P_HOST_BUFFERS)
+    std::memcpy(dst, src, n);
+#else
+    REQUIRE(tempi::gpu_backend().copy(dst, src, n) == tempi::Status::Ok);
+#endif
+  }
+  Where where_;
+  size_t bytes_;
+  void *ptr_ = nullptr;
+  std::vector<char> host_;
+};
+
+// A committed datatype and how many bytes `count` elements of it span (lb >= 0 here).
+struct Layout {
+  MPI_Datatype type;
+  int count;
+  size_t span() const {
+    MPI_Aint lb, extent, tlb, textent;
+    MPI_Type_get_extent(type, &lb, &extent);
+    MPI_Type_get_true_extent(type, &tlb, &textent);
+    return size_t(tlb + textent + (count - 1) * extent);
+  }
+  int bytes() const {
+    int s;
+    MPI_Type_size(type, &s);
+    return s * count;
+  }
+};
+
+void release(const Layout &l) {
+  MPI_Datatype t = l.type;
+  MPI_Type_free(&t);
+}
+
+MPI_Datatype committed(MPI_Datatype t) {
+  MPI_Type_commit(&t);
+  return t;
+}
+
+MPI_Datatype vector2d() {  // 100 rows of 3 floats, pitch 7 floats
+  MPI_Datatype t;
+  MPI_Type_vector(100, 3, 7, MPI_FLOAT, &t);
+  return committed(t);
+}
+
+MPI_Datatype subarray3d() {  // a 5x7x9 box of doubles inside 16x24x40
+  const int sizes[] = {16, 24, 40}, sub[] = {5, 7, 9}, starts[] = {2, 3, 4};
+  MPI_Datatype t;
+  MPI_Type_create_subarray(3, sizes, sub, starts, MPI_ORDER_C, MPI_DOUBLE, &t);
+  return committed(t);
+}
+
+MPI_Datatype irregular() {  // an indexed type of structs {int, double}
+  const int bl[] = {1, 1};
+  const MPI_Aint disp[] = {0, 8};
+  const MPI_Datatype types[] = {MPI_INT, MPI_DOUBLE};
+  MPI_Datatype s, t;
+  MPI_Type_create_struct(2, bl, disp, types, &s);
+  const int ibl[] = {2, 1, 3, 1};
+  const int idisp[] = {5, 0, 9, 14};
+  MPI_Type_indexed(4, ibl, idisp, s, &t);
+  MPI_Type_free(&s);
+  return committed(t);
+}
+
+MPI_Datatype contiguous_floats(int n) {
+  MPI_Datatype t;
+  MPI_Type_contiguous(n, MPI_FLOAT, &t);
+  return committed(t);
+}
+
+std::vector<char> pattern(size_t n, unsigned seed) {
+  std::vector<char> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (char &c : v) {
+    x = x * 1664525u + 1013904223u;
+    c = char(x >> 24);
+  }
+  return v;
+}
+
+constexpr char kPoison = char(0xEE);
+
+// What the receiver's buffer must hold: the sender's data packed with its layout and
+// unpacked with the receiver's over `base` (poison by default), by the MPI library's
+// host engine.
+std::vector<char> expected(const Layout &s, const Layout &r, unsigned seed, int sent_count = -1,
+                           const std::vector<char> *base = nullptr) {
+  const int scount = sent_count < 0 ? s.count : sent_count;
+  const std::vector<char> src = pattern(s.span(), seed);
+  int ssize;
+  MPI_Type_size(s.type, &ssize);
+  std::vector<char> packed(size_t(ssize) * scount + 1);
+  int pos = 0;
+  PMPI_Pack(src.data(), scount, s.type, packed.data(), int(packed.size()), &pos, MPI_COMM_WORLD);
+  std::vector<char> out = base ? *base : std::vector<char>(r.span(), kPoison);
+  int rsize;
+  MPI_Type_size(r.type, &rsize);
+  const int elements = rsize ? pos / rsize : 0;
+  int upos = 0;
+  PMPI_Unpack(packed.data(), pos, &upos, out.data(), elements, r.type, MPI_COMM_WORLD);
+  return out;
+}
+
+// "" when equal, else where the first differing byte is (a readable failure message).
+std::string first_difference(const std::vector<char> &got, const std::vector<char> &want) {
+  if (got.size() != want.size()) return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i])
+      return "byte " + std::to_string(i) + " of " + std::to_string(got.size()) + ": got " +
+             std::to_string(int(uint8_t(got[i]))) + ", want " + std::to_string(int(uint8_t(want[i])));
+  return "";
+}
+
+enum class Mode { Blocking, Nonblocking, Synchronous, SendrecvCall };
+
+// Rank 0 sends `s` from memory `sw`; rank 1 receives `r` into `rw` and checks every byte.
+void exchange(const Layout &s, Where sw, const Layout &r, Where rw, Mode mode, unsigned seed) {
+  const int tag = int(seed % 1000);
+  if (rank() == 0) {
+    Buf b(sw, s.span());
+    b.upload(pattern(s.span(), seed));
+    if (mode == Mode::Blocking) REQUIRE(MPI_Send(b.get(), s.count, s.type, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS);
+    if (mode == Mode::Synchronous) REQUIRE(MPI_Ssend(b.get(), s.count, s.type, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS);
+    if (mode == Mode::Nonblocking) {
+      MPI_Request req;
+      REQUIRE(MPI_Isend(b.get(), s.count, s.type, 1, tag, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+      REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    }
+    if (mode == Mode::SendrecvCall)
+      REQUIRE(MPI_Sendrecv(b.get(), s.count, s.type, 1, tag, nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  } else if (rank() == 1) {
+    Buf b(rw, r.span());
+    b.upload(std::vector<char>(r.span(), kPoison));
+    MPI_Status st;
+    if (mode == Mode::Blocking || mode == Mode::Synchronous)
+      REQUIRE(MPI_Recv(b.get(), r.count, r.type, 0, tag, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+    if (mode == Mode::Nonblocking) {
+      MPI_Request req;
+      REQUIRE(MPI_Irecv(b.get(), r.count, r.type, 0, tag, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+      REQUIRE(MPI_Wait(&req, &st) == MPI_SUCCESS);
+    }
+    if (mode == Mode::SendrecvCall)
+      REQUIRE(MPI_Sendrecv(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, b.get(), r.count, r.type, 0, tag, MPI_COMM_WORLD,
+                           &st) == MPI_SUCCESS);
+    CHECK(st.MPI_SOURCE == 0);
+    CHECK(st.MPI_TAG == tag);
+    int n = -1;
+    MPI_Get_count(&st, r.type, &n);
+    CHECK(n == s.bytes() / (r.bytes() / r.count));
+    CHECK(first_difference(b.download(), expected(s, r, seed)) == "");
+  }
+}
+
+struct Named {
+  const char *name;
+  MPI_Datatype (*make)();
+  int count;
+};
+
+const Named kShapes[] = {{"2-D vector", vector2d, 3}, {"3-D subarray", subarray3d, 2}, {"irregular", irregular, 5}};
+
+}  // namespace
+
+TEST_CASE("strided and irregular objects arrive byte-exact", "[p2p]") {
+  unsigned seed = 1;
+  for (const Named &shape : kShapes) {
+    const Layout l{shape.make(), shape.count};
+    for (Mode mode : {Mode::Blocking, Mode::Nonblocking, Mode::Synchronous, Mode::SendrecvCall})
+      for (Where sw : {Where::Gpu, Where::Host})
+        for (Where rw : {Where::Gpu, Where::Host}) {
+          INFO(shape.name << " mode " << int(mode) << " send in " << int(sw) << " recv in " << int(rw));
+          exchange(l, sw, l, rw, mode, seed++);
+        }
+    MPI_Datatype t = l.type;
+    MPI_Type_free(&t);
+  }
+}
+
+TEST_CASE("managed memory is GPU data", "[p2p]") {
+  const Layout l{subarray3d(), 1};
+  exchange(l, Where::Managed, l, Where::Managed, Mode::Blocking, 71);
+  exchange(l, Where::Managed, l, Where::Gpu, Mode::Nonblocking, 72);
+  release(l);
+}
+
+TEST_CASE("vector on one side, contiguous on the other", "[p2p]") {
+  const Layout vec{vector2d(), 2};
+  const Layout flat{contiguous_floats(300), 2};
+  exchange(vec, Where::Gpu, flat, Where::Gpu, Mode::Blocking, 11);
+  exchange(flat, Where::Gpu, vec, Where::Gpu, Mode::Nonblocking, 12);
+  const Layout floats{MPI_FLOAT, 600};
+  exchange(vec, Where::Gpu, floats, Where::Host, Mode::Blocking, 13);
+  exchange(floats, Where::Host, vec, Where::Gpu, Mode::Blocking, 14);
+  exchange(floats, Where::Gpu, floats, Where::Gpu, Mode::Blocking, 15);  // contiguous GPU data
+  release(vec);
+  release(flat);
+}
+
+TEST_CASE("large messages take the pipelined path", "[p2p][large]") {
+  // 12 MiB of 12-byte blocks: above the default 8 MiB pipeline threshold
+  MPI_Datatype t;
+  MPI_Type_vector(1 << 20, 3, 5, MPI_FLOAT, &t);
+  const Layout l{committed(t), 1};
+  exchange(l, Where::Gpu, l, Where::Gpu, Mode::Blocking, 21);
+  exchange(l, Where::Gpu, l, Where::Gpu, Mode::Nonblocking, 22);
+  const Layout flat{MPI_FLOAT, 3 << 20};
+  exchange(l, Where::Gpu, flat, Where::Gpu, Mode::Blocking, 23);
+  MPI_Type_free(&t);
+}
+
+TEST_CASE("a receive posted for more elements than sent gets what was sent", "[p2p]") {
+  const Layout big{vector2d(), 4};
+  const Layout small{big.type, 3};
+  exchange(small, Where::Gpu, big, Where::Gpu, Mode::Blocking, 31);
+  if (rank() == 1) {
+    // the fourth element of the receive buffer is untouched
+    const std::vector<char> e = expected(small, big, 31, 3);
+    CHECK(e.back() == kPoison);
+  }
+  release(big);
+}
+
+TEST_CASE("a receive posted for fewer elements than sent is a truncation error", "[p2p]") {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  // MPICH 4.0 raises MPI_Wait's errors on MPI_COMM_WORLD, not on the request's communicator
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  const Layout l{vector2d(), 3};
+  if (rank() == 0) {
+    Buf b(Where::Gpu, l.span());
+    b.upload(pattern(l.span(), 41));
+    REQUIRE(MPI_Send(b.get(), 3, l.type, 1, 5, comm) == MPI_SUCCESS);
+    REQUIRE(MPI_Send(b.get(), 3, l.type, 1, 6, comm) == MPI_SUCCESS);
+  } else if (rank() == 1) {
+    Buf b(Where::Gpu, l.span());
+    int cls = 0;
+    MPI_Error_class(MPI_Recv(b.get(), 2, l.type, 0, 5, comm, MPI_STATUS_IGNORE), &cls);
+    CHECK(cls == MPI_ERR_TRUNCATE);
+    MPI_Request req;
+    REQUIRE(MPI_Irecv(b.get(), 1, l.type, 0, 6, comm, &req) == MPI_SUCCESS);
+    MPI_Status st;
+    const int err = MPI_Wait(&req, &st);
+    MPI_Error_class(err, &cls);
+    CHECK(cls == MPI_ERR_TRUNCATE);
+    CHECK(req == MPI_REQUEST_NULL);
+  }
+  release(l);
+  MPI_Comm_free(&comm);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
+TEST_CASE("wildcards, MPI_PROC_NULL, zero counts and ignored statuses", "[p2p]") {
+  const Layout l{vector2d(), 1};
+  Buf b(Where::Gpu, l.span());
+  b.upload(std::vector<char>(l.span(), kPoison));
+  MPI_Status st;
+  // MPI_PROC_NULL: nothing moves, the status says so
+  REQUIRE(MPI_Send(b.get(), 1, l.type, MPI_PROC_NULL, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
+  REQUIRE(MPI_Recv(b.get(), 1, l.type, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+  CHECK(st.MPI_SOURCE == MPI_PROC_NULL);
+  CHECK(st.MPI_TAG == MPI_ANY_TAG);
+  int n = -1;
+  MPI_Get_count(&st, l.type, &n);
+  CHECK(n == 0);
+  CHECK(first_difference(b.download(), std::vector<char>(l.span(), kPoison)) == "");
+
+  if (rank() == 0) {
+    Buf s(Where::Gpu, l.span());
+    s.upload(pattern(l.span(), 51));
+    REQUIRE(MPI_Send(s.get(), 0, l.type, 1, 50, MPI_COMM_WORLD) == MPI_SUCCESS);  // zero count
+    REQUIRE(MPI_Send(s.get(), 1, l.type, 1, 51, MPI_COMM_WORLD) == MPI_SUCCESS);
+  } else if (rank() == 1) {
+    REQUIRE(MPI_Recv(b.get(), 1, l.type, MPI_ANY_SOURCE, 50, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+    MPI_Get_count(&st, l.type, &n);
+    CHECK(n == 0);
+    CHECK(first_difference(b.download(), std::vector<char>(l.span(), kPoison)) == "");
+    REQUIRE(MPI_Recv(b.get(), 1, l.type, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+    CHECK(st.MPI_SOURCE == 0);
+    CHECK(st.MPI_TAG == 51);
+    CHECK(first_difference(b.download(), expected(l, l, 51)) == "");
+  }
+  release(l);
+}
+
+TEST_CASE("probe, then receive with the count the probe gives", "[p2p]") {
+  const Layout l{subarray3d(), 2};
+  if (rank() == 0) {
+    Buf s(Where::Gpu, l.span());
+    s.upload(pattern(l.span(), 61));
+    for (int tag = 60; tag < 64; ++tag) REQUIRE(MPI_Send(s.get(), 2, l.type, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS);
+  } else if (rank() == 1) {
+    const std::vector<char> want = expected(l, l, 61);
+    MPI_Status st;
+    int n = -1;
+    {  // MPI_Probe, MPI_Get_count in the user's type, MPI_Recv
+      REQUIRE(MPI_Probe(0, 60, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+      MPI_Get_count(&st, l.type, &n);
+      CHECK(n == 2);
+      Buf b(Where::Gpu, l.span());
+      b.upload(std::vector<char>(l.span(), kPoison));
+      REQUIRE(MPI_Recv(b.get(), n, l.type, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+      CHECK(first_difference(b.download(), want) == "");
+    }
+    {  // MPI_Iprobe until the message is there
+      int flag = 0;
+      while (!flag) MPI_Iprobe(MPI_ANY_SOURCE, 61, MPI_COMM_WORLD, &flag, &st);
+      MPI_Get_count(&st, l.type, &n);
+      CHECK(n == 2);
+      Buf b(Where::Gpu, l.span());
+      b.upload(std::vector<char>(l.span(), kPoison));
+      REQUIRE(MPI_Recv(b.get(), n, l.type, 0, 61, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+      CHECK(first_difference(b.download(), want) == "");
+    }
+    {  // MPI_Mprobe and MPI_Mrecv
+      MPI_Message msg;
+      REQUIRE(MPI_Mprobe(0, 62, MPI_COMM_WORLD, &msg, &st) == MPI_SUCCESS);
+      MPI_Get_count(&st, l.type, &n);
+      CHECK(n == 2);
+      Buf b(Where::Gpu, l.span());
+      b.upload(std::vector<char>(l.span(), kPoison));
+      REQUIRE(MPI_Mrecv(b.get(), n, l.type, &msg, &st) == MPI_SUCCESS);
+      CHECK(msg == MPI_MESSAGE_NULL);
+      CHECK(st.MPI_TAG == 62);
+      CHECK(first_difference(b.download(), want) == "");
+    }
+    {  // MPI_Improbe and MPI_Imrecv
+      MPI_Message msg;
+      int flag = 0;
+      while (!flag) MPI_Improbe(0, 63, MPI_COMM_WORLD, &flag, &msg, &st);
+      Buf b(Where::Gpu, l.span());
+      b.upload(std::vector<char>(l.span(), kPoison));
+      MPI_Request req;
+      REQUIRE(MPI_Imrecv(b.get(), 2, l.type, &msg, &req) == MPI_SUCCESS);
+      REQUIRE(MPI_Wait(&req, &st) == MPI_SUCCESS);
+      MPI_Get_count(&st, l.type, &n);
+      CHECK(n == 2);
+      CHECK(first_difference(b.download(), want) == "");
+    }
+  }
+  release(l);
+}
+
+namespace {
+
+enum class Completion { Wait, Waitall, Waitany, Waitsome, Test, Testall, Testany, Testsome };
+const char *const kCompletionNames[] = {"Wait", "Waitall", "Waitany", "Waitsome",
+                                        "Test", "Testall", "Testany", "Testsome"};
+
+// Completes every request with one completion call, each in the style of that call;
+// statuses[i] belongs to requests[i].
+void complete_all(Completion how, std::vector<MPI_Request> &reqs, std::vector<MPI_Status> &statuses) {
+  const int n = int(reqs.size());
+  std::vector<int> indices(n);
+  int done = 0, flag = 0, index = 0, outcount = 0;
+  MPI_Status st;
+  std::vector<MPI_Status> some(n);
+  switch (how) {
+    case Completion::Wait:
+      for (int i = 0; i < n; ++i) REQUIRE(MPI_Wait(&reqs[i], &statuses[i]) == MPI_SUCCESS);
+      break;
+    case Completion::Waitall:
+      REQUIRE(MPI_Waitall(n, reqs.data(), statuses.data()) == MPI_SUCCESS);
+      break;
+    case Completion::Waitany:
+      for (int k = 0; k < n; ++k) {
+        REQUIRE(MPI_Waitany(n, reqs.data(), &index, &st) == MPI_SUCCESS);
+        REQUIRE(index != MPI_UNDEFINED);
+        statuses[index] = st;
+      }
+      REQUIRE(MPI_Waitany(n, reqs.data(), &index, &st) == MPI_SUCCESS);
+      CHECK(index == MPI_UNDEFINED);
+      break;
+    case Completion::Waitsome:
+      while (done < n) {
+        REQUIRE(MPI_Waitsome(n, reqs.data(), &outcount, indices.data(), some.data()) == MPI_SUCCESS);
+        REQUIRE(outcount != MPI_UNDEFINED);
+        for (int k = 0; k < outcount; ++k) statuses[indices[k]] = some[k];
+        done += outcount;
+      }
+      break;
+    case Completion::Test:
+      for (int i = 0; i < n; ++i)
+        for (flag = 0; !flag;) REQUIRE(MPI_Test(&reqs[i], &flag, &statuses[i]) == MPI_SUCCESS);
+      break;
+    case Completion::Testall:
+      for (flag = 0; !flag;) REQUIRE(MPI_Testall(n, reqs.data(), &flag, statuses.data()) == MPI_SUCCESS);
+      break;
+    case Completion::Testany:
+      while (done < n) {
+        REQUIRE(MPI_Testany(n, reqs.data(), &index, &flag, &st) == MPI_SUCCESS);
+        if (flag && index != MPI_UNDEFINED) statuses[index] = st, ++done;
+      }
+      break;
+    case Completion::Testsome:
+      while (done < n) {
+        REQUIRE(MPI_Testsome(n, reqs.data(), &outcount, indices.data(), some.data()) == MPI_SUCCESS);
+        for (int k = 0; k < outcount; ++k) statuses[indices[k]] = some[k];
+        done += outcount;
+      }
+      break;
+  }
+  for (MPI_Request r : reqs) CHECK(r == MPI_REQUEST_NULL);
+}
+
+}  // namespace
+
+TEST_CASE("many simultaneous requests, completed by each completion call", "[p2p][completion]") {
+  const int me = rank(), peer = 1 - me;
+  if (me > 1) return;
+  const Layout l{irregular(), 3};
+  constexpr int kEach = 12;
+  for (int c = 0; c < 8; ++c) {
+    const Completion how = Completion(c);
+    INFO("completion by MPI_" << kCompletionNames[c]);
+    std::vector<std::unique_ptr<Buf>> outs, ins;
+    std::vector<MPI_Request> reqs;
+    for (int i = 0; i < kEach; ++i) {
+      // mixed memory: most in GPU memory, every fourth in host memory
+      const Where w = i % 4 == 3 ? Where::Host : Where::Gpu;
+      ins.push_back(std::make_unique<Buf>(w, l.span()));
+      ins.back()->upload(std::vector<char>(l.span(), kPoison));
+      reqs.emplace_back();
+      REQUIRE(MPI_Irecv(ins.back()->get(), l.count, l.type, MPI_ANY_SOURCE, 100 + i, MPI_COMM_WORLD, &reqs.back()) ==
+              MPI_SUCCESS);
+    }
+    for (int i = 0; i < kEach; ++i) {
+      outs.push_back(std::make_unique<Buf>(i % 3 == 2 ? Where::Host : Where::Gpu, l.span()));
+      outs.back()->upload(pattern(l.span(), 1000 * me + 10 * c + i));
+      reqs.emplace_back();
+      REQUIRE(MPI_Isend(outs.back()->get(), l.count, l.type, peer, 100 + i, MPI_COMM_WORLD, &reqs.back()) ==
+              MPI_SUCCESS);
+    }
+    std::vector<MPI_Status> statuses(reqs.size());
+    complete_all(how, reqs, statuses);
+    for (int i = 0; i < kEach; ++i) {
+      CHECK(statuses[i].MPI_SOURCE == peer);
+      CHECK(statuses[i].MPI_TAG == 100 + i);
+      int n = -1;
+      MPI_Get_count(&statuses[i], l.type, &n);
+      CHECK(n == l.count);
+      CHECK(first_difference(ins[i]->download(), expected(l, l, 1000 * peer + 10 * c + i)) == "");
+    }
+  }
+  release(l);
+}
+
+TEST_CASE("completion calls with ignored statuses", "[p2p][completion]") {
+  const int me = rank(), peer = 1 - me;
+  if (me > 1) return;
+  const Layout l{vector2d(), 1};
+  Buf in(Where::Gpu, l.span()), out(Where::Gpu, l.span());
+  in.upload(std::vector<char>(l.span(), kPoison));
+  out.upload(pattern(l.span(), 80 + me));
+  MPI_Request reqs[2];
+  MPI_Irecv(in.get(), 1, l.type, peer, 8, MPI_COMM_WORLD, &reqs[0]);
+  MPI_Isend(out.get(), 1, l.type, peer, 8, MPI_COMM_WORLD, &reqs[1]);
+  REQUIRE(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+  CHECK(first_difference(in.download(), expected(l, l, 80 + peer)) == "");
+
+  in.upload(std::vector<char>(l.span(), kPoison));
+  MPI_Irecv(in.get(), 1, l.type, peer, 9, MPI_COMM_WORLD, &reqs[0]);
+  MPI_Isend(out.get(), 1, l.type, peer, 9, MPI_COMM_WORLD, &reqs[1]);
+  int outcount = 0, indices[2], done = 0;
+  while (done < 2) {
+    REQUIRE(MPI_Waitsome(2, reqs, &outcount, indices, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    done += outcount;
+  }
+  CHECK(first_difference(in.download(), expected(l, l, 80 + peer)) == "");
+  release(l);
+}
+
+TEST_CASE("every send mode carries GPU data", "[p2p]") {
+  const Layout l{subarray3d(), 1};
+  const int me = rank();
+  if (me > 1) return;
+  int bsize = 0;
+  MPI_Pack_size(1, l.type, MPI_COMM_WORLD, &bsize);
+  std::vector<char> attached(size_t(2 * (bsize + MPI_BSEND_OVERHEAD)));
+  MPI_Buffer_attach(attached.data(), int(attached.size()));
+  if (me == 1) {  // receives first, so that the ready sends find them posted
+    std::vector<std::unique_ptr<Buf>> bufs;
+    std::vector<MPI_Request> reqs(6);
+    for (int i = 0; i < 6; ++i) {
+      bufs.push_back(std::make_unique<Buf>(Where::Gpu, l.span()));
+      bufs.back()->upload(std::vector<char>(l.span(), kPoison));
+      MPI_Irecv(bufs.back()->get(), 1, l.type, 0, 200 + i, MPI_COMM_WORLD, &reqs[i]);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    REQUIRE(MPI_Waitall(6, reqs.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    for (int i = 0; i < 6; ++i) CHECK(first_difference(bufs[i]->download(), expected(l, l, 200 + i)) == "");
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<std::unique_ptr<Buf>> bufs;
+    for (int i = 0; i < 6; ++i) {
+      bufs.push_back(std::make_unique<Buf>(Where::Gpu, l.span()));
+      bufs.back()->upload(pattern(l.span(), 200 + i));
+    }
+    MPI_Request reqs[3];
+    REQUIRE(MPI_Bsend(bufs[0]->get(), 1, l.type, 1, 200, MPI_COMM_WORLD) == MPI_SUCCESS);
+    REQUIRE(MPI_Rsend(bufs[1]->get(), 1, l.type, 1, 201, MPI_COMM_WORLD) == MPI_SUCCESS);
+    REQUIRE(MPI_Ssend(bufs[2]->get(), 1, l.type, 1, 202, MPI_COMM_WORLD) == MPI_SUCCESS);
+    REQUIRE(MPI_Issend(bufs[3]->get(), 1, l.type, 1, 203, MPI_COMM_WORLD, &reqs[0]) == MPI_SUCCESS);
+    REQUIRE(MPI_Ibsend(bufs[4]->get(), 1, l.type, 1, 204, MPI_COMM_WORLD, &reqs[1]) == MPI_SUCCESS);
+    REQUIRE(MPI_Irsend(bufs[5]->get(), 1, l.type, 1, 205, MPI_COMM_WORLD, &reqs[2]) == MPI_SUCCESS);
+    REQUIRE(MPI_Waitall(3, reqs, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+  }
+  void *detached;
+  int dsize;
+  MPI_Buffer_detach(&detached, &dsize);
+  release(l);
+}
+
+TEST_CASE("MPI_Sendrecv_replace on a GPU buffer", "[p2p]") {
+  const int me = rank(), peer = 1 - me;
+  if (me > 1) return;
+  const Layout l{irregular(), 2};
+  Buf b(Where::Gpu, l.span());
+  b.upload(pattern(l.span(), 90 + me));
+  MPI_Status st;
+  REQUIRE(MPI_Sendrecv_replace(b.get(), 2, l.type, peer, 9, peer, 9, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+  CHECK(st.MPI_SOURCE == peer);
+  // the type's bytes are the peer's; the gaps keep this rank's own
+  const std::vector<char> mine = pattern(l.span(), 90 + me);
+  CHECK(first_difference(b.download(), expected(l, l, 90 + peer, -1, &mine)) == "");
+  release(l);
+}
+
+TEST_CASE("cancel, request free and request get status", "[p2p][completion]") {
+  const int me = rank();
+  if (me > 1) return;
+  const Layout l{vector2d(), 1};
+  {  // a cancelled receive leaves the buffer alone
+    Buf b(Where::Gpu, l.span());
+    b.upload(std::vector<char>(l.span(), kPoison));
+    MPI_Request req;
+    REQUIRE(MPI_Irecv(b.get(), 1, l.type, 1 - me, 999, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+    REQUIRE(MPI_Cancel(&req) == MPI_SUCCESS);
+    MPI_Status st;
+    REQUIRE(MPI_Wait(&req, &st) == MPI_SUCCESS);
+    int cancelled = 0;
+    MPI_Test_cancelled(&st, &cancelled);
+    CHECK(cancelled);
+    CHECK(first_difference(b.download(), std::vector<char>(l.span(), kPoison)) == "");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (me == 0) {
+    Buf s1(Where::Gpu, l.span()), s2(Where::Gpu, l.span());
+    s1.upload(pattern(l.span(), 301));
+    s2.upload(pattern(l.span(), 302));
+    MPI_Request req;
+    REQUIRE(MPI_Isend(s1.get(), 1, l.type, 1, 301, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+    REQUIRE(MPI_Request_free(&req) == MPI_SUCCESS);  // the packed copy lives until the send is done
+    CHECK(req == MPI_REQUEST_NULL);
+    MPI_Send(s2.get(), 1, l.type, 1, 302, MPI_COMM_WORLD);
+    MPI_Send(s2.get(), 1, l.type, 1, 303, MPI_COMM_WORLD);  // the same data again
+  } else {
+    Buf r1(Where::Gpu, l.span());
+    r1.upload(std::vector<char>(l.span(), kPoison));
+    REQUIRE(MPI_Recv(r1.get(), 1, l.type, 0, 301, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    CHECK(first_difference(r1.download(), expected(l, l, 301)) == "");
+
+    // a freed receive: its data arrives by a later completion call
+    Buf r2(Where::Gpu, l.span());
+    r2.upload(std::vector<char>(l.span(), kPoison));
+    MPI_Request req;
+    REQUIRE(MPI_Irecv(r2.get(), 1, l.type, 0, 302, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+    REQUIRE(MPI_Request_free(&req) == MPI_SUCCESS);
+    CHECK(req == MPI_REQUEST_NULL);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    int flag = 0;
+    while (r2.download() != expected(l, l, 302) && std::chrono::steady_clock::now() < give_up)
+      MPI_Testall(0, nullptr, &flag, MPI_STATUSES_IGNORE);
+    CHECK(first_difference(r2.download(), expected(l, l, 302)) == "");
+
+    // MPI_Request_get_status: the data is in place once it reports completion
+    Buf r3(Where::Gpu, l.span());
+    r3.upload(std::vector<char>(l.span(), kPoison));
+    REQUIRE(MPI_Irecv(r3.get(), 1, l.type, 0, 303, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+    MPI_Status st;
+    for (flag = 0; !flag;) REQUIRE(MPI_Request_get_status(req, &flag, &st) == MPI_SUCCESS);
+    CHECK(req != MPI_REQUEST_NULL);
+    CHECK(st.MPI_TAG == 303);
+    CHECK(first_difference(r3.download(), expected(l, l, 302)) == "");
+    REQUIRE(MPI_Wait(&req, &st) == MPI_SUCCESS);
+    CHECK(st.MPI_TAG == 303);
+    CHECK(first_difference(r3.download(), expected(l, l, 302)) == "");
+  }
+  release(l);
+}
+
+#if !defined(P2P_HOST_BUFFERS)
+TEST_CASE("each method, chosen at run time, gives the same bytes", "[p2p][method]") {
+  const Layout l{irregular(), 4};
+  for (const char *m : {"oneshot", "staged", "auto"}) {
+    INFO("method " << m);
+    REQUIRE(TEMPIX_Set_method(m) == MPI_SUCCESS);
+    exchange(l, Where::Gpu, l, Where::Gpu, Mode::Blocking, 400);
+    exchange(l, Where::Gpu, l, Where::Gpu, Mode::Nonblocking, 401);
+  }
+  CHECK(TEMPIX_Set_method("carrier pigeon") == MPI_ERR_ARG);
+  const char *env = std::getenv("TEMPI_METHOD");
+  REQUIRE(TEMPIX_Set_method(env ? env : "auto") == MPI_SUCCESS);
+  release(l);
+}
+#endif
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+#if defined(P2P_REAL_GPU)
+  if (!tempi::gpu_backend().has_gpu()) {
+    if (rank() == 0) std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one\n");
+    MPI_Finalize();
+    return 77;
+  }
+  // One GPU per rank where there are enough; TEMPI_TEST_DEVICES=1 makes ranks share one.
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  int devices = tempi::gpu_backend().device_count();
+  if (const char *d = std::getenv("TEMPI_TEST_DEVICES")) devices = std::min(devices, std::atoi(d));
+  tempi::gpu_backend().select_device(local % devices);
+#endif
+  const int result = Catch::Session().run(argc, argv);
+  int worst = 0;
+  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}

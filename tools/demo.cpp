@@ -1,7 +1,9 @@
 // TEMPI demo: two ranks exchange a strided 3-D object (a halo face of a grid) that
-// is described by an MPI subarray type. With a GPU the object lives in device
-// memory and TEMPI packs it with a kernel; without one it lives in host memory and
-// the calls pass through to MPI. Run with TEMPI_LOG_LEVEL=debug to see each plan.
+// is described by an MPI subarray type, with plain MPI_Send and MPI_Recv. With a GPU
+// the grid lives in device memory: TEMPI packs the face with a kernel and moves the
+// packed bytes in a way the MPI library can handle (CUDA-aware or not). Without one
+// the grid lives in host memory and the calls pass through to MPI untouched. Run with
+// TEMPI_LOG_LEVEL=debug to see each plan.
 #include <mpi.h>
 
 #include <cstdio>
@@ -22,6 +24,7 @@ int main(int argc, char **argv) {
   }
   tempi::Backend &gpu = tempi::gpu_backend();
   const bool on_gpu = gpu.has_gpu();
+  if (on_gpu) gpu.select_device(rank % gpu.device_count());  // one GPU per rank where there are several
 
   // A 64 x 64 x 64 grid of floats; the object is its y-face of depth 2 (64 x 2 x 64).
   const int n = 64, depth = 2;
@@ -48,22 +51,20 @@ int main(int argc, char **argv) {
     grid = static_cast<float *>(d);
   }
 
-  // The packed face travels as MPI_PACKED between MPI_Pack and MPI_Unpack: on a GPU
-  // these run TEMPI's kernels; the packed bytes are host memory, so any MPI works.
-  int bytes = 0;
-  MPI_Pack_size(1, face, MPI_COMM_WORLD, &bytes);
-  std::vector<char> packed(bytes);
+  // The application's code is plain MPI: the typed GPU buffer goes to MPI_Send and
+  // MPI_Recv as it is.
   if (rank == 0) {
-    int pos = 0;
-    MPI_Pack(grid, 1, face, packed.data(), bytes, &pos, MPI_COMM_WORLD);
-    MPI_Send(packed.data(), pos, MPI_PACKED, 1, 0, MPI_COMM_WORLD);
-    std::printf("demo: rank 0 packed %d bytes of the face (%s) and sent them\n", pos,
-                on_gpu ? "GPU kernel" : "MPI's own packing, host buffers pass through");
+    MPI_Send(grid, 1, face, 1, 0, MPI_COMM_WORLD);
+    int bytes = 0;
+    MPI_Type_size(face, &bytes);
+    std::printf("demo: rank 0 sent the face (%d bytes in %d rows) with MPI_Send(grid, 1, face, ...) from %s\n",
+                bytes, n * depth, on_gpu ? "GPU memory; TEMPI packed it with a kernel" : "host memory");
   } else if (rank == 1) {
     MPI_Status st;
-    MPI_Recv(packed.data(), bytes, MPI_PACKED, 0, 0, MPI_COMM_WORLD, &st);
-    int pos = 0;
-    MPI_Unpack(packed.data(), bytes, &pos, grid, 1, face, MPI_COMM_WORLD);
+    MPI_Recv(grid, 1, face, 0, 0, MPI_COMM_WORLD, &st);
+    int count = 0;
+    MPI_Get_count(&st, face, &count);
+    if (count != 1) MPI_Abort(MPI_COMM_WORLD, 4);
     if (on_gpu && gpu.copy(host.data(), grid, elems * sizeof(float)) != tempi::Status::Ok) MPI_Abort(MPI_COMM_WORLD, 3);
     size_t wrong = 0, inside = 0;
     for (int z = 0; z < n; ++z)
@@ -74,7 +75,7 @@ int main(int argc, char **argv) {
           inside += in_face;
           wrong += host[i] != (in_face ? float(i) : -1.f);
         }
-    std::printf("demo: rank 1 unpacked the face into its %s grid: %zu elements placed, %zu wrong\n",
+    std::printf("demo: rank 1 received the face into its %s grid with MPI_Recv: %zu elements placed, %zu wrong\n",
                 on_gpu ? "GPU" : "host", inside, wrong);
     if (wrong) MPI_Abort(MPI_COMM_WORLD, 2);
   }

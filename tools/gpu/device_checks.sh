@@ -1,8 +1,10 @@
 #!/bin/bash
-# Everything a GPU session checks, in one call on the lent GPU machine: build, the
-# whole test suite (core, mpi, gpu) under MPICH, the GPU suite under
-# compute-sanitizer, the benchmarks. Logs and CSV go to $OUT (or ./gpu-out).
+# What a GPU session checks, in one call on the lent GPU machine: build against one MPI,
+# run the tests, the GPU pack tests under compute-sanitizer, the demo and the
+# benchmarks. Logs and CSV go to $OUT (or ./gpu-out).
 #   bash tools/gpu/device_checks.sh [mpich|openmpi|cuda-openmpi]
+# Steps, each on unless set to 0: TESTS (all suites; TESTS=gpu runs the gpu suite only),
+# SANITIZE, DEMO, BENCH (pack and commit), P2P (the ping-pong; P2P_ARGS for its options).
 set -uo pipefail
 mpi=${1:-mpich}
 out=${OUT:-gpu-out}
@@ -12,23 +14,31 @@ case $mpi in
   cuda-openmpi) source .gpu-host/use-openmpi.sh .gpu-host/ompi ;;
   openmpi) export MPIEXEC="mpirun --allow-run-as-root --oversubscribe" ;;
 esac
-# Open MPI needs its flags in the test suite too
 margs=""
 impl=mpich
 launcher=$(command -v mpiexec.hydra || command -v mpiexec)
 if [ "$mpi" != mpich ]; then margs="--allow-run-as-root --oversubscribe"; impl=openmpi; launcher=$(command -v mpirun); fi
 # catch2's headers come with the carried MPICH debs
-[ -d /opt/mpich-deb/usr/share/pkgconfig ] || { mkdir -p /opt/c2 && dpkg -x .gpu-host/debs/catch2_*.deb /opt/c2 && \
-  sed -i 's|^prefix=/usr|prefix=/opt/c2/usr|' /opt/c2/usr/share/pkgconfig/catch2.pc && \
-  export PKG_CONFIG_PATH=/opt/c2/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}; }
+[ -d /opt/c2/usr/share/pkgconfig ] || { mkdir -p /opt/c2 && dpkg -x .gpu-host/debs/catch2_*.deb /opt/c2 && \
+  sed -i 's|^prefix=/usr|prefix=/opt/c2/usr|' /opt/c2/usr/share/pkgconfig/catch2.pc; }
+export PKG_CONFIG_PATH=/opt/c2/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}
 nvidia-smi -L | tee "$out/device-$mpi.txt"
 date -u | tee -a "$out/device-$mpi.txt"
 b=build-gpu-$mpi
 meson setup $b -Dmpi=$impl -Dmpiexec="$launcher" -Dmpiexec_args="$margs" > "$out/setup-$mpi.log" 2>&1 || { tail -30 "$out/setup-$mpi.log"; exit 1; }
 ninja -C $b > "$out/build-$mpi.log" 2>&1 || { grep -E "error" -A5 "$out/build-$mpi.log" | head -60; exit 1; }
-meson test -C $b --print-errorlogs > "$out/test-$mpi.log" 2>&1
-grep -E "^ *[0-9]+/[0-9]+ |^Ok:|^Fail:|^Skipped:" "$out/test-$mpi.log"
-grep -E "FAILED|failed|REQUIRE|CHECK\(" -A4 "$out/test-$mpi.log" | head -60
+echo "== $mpi: built"
+run() { $launcher $margs "$@"; }
+if [ "${DEMO:-1}" = 1 ]; then
+  run -n 2 $b/tools/tempi_demo 2>&1 | tee "$out/demo-$mpi.txt"
+fi
+if [ "${TESTS:-1}" != 0 ]; then
+  suites=""
+  [ "${TESTS:-1}" = gpu ] && suites="--suite gpu"
+  meson test -C $b $suites --print-errorlogs > "$out/test-$mpi.log" 2>&1
+  grep -E "^ *[0-9]+/[0-9]+ |^Ok:|^Fail:|^Skipped:" "$out/test-$mpi.log"
+  grep -E "FAILED|failed|REQUIRE|CHECK\(|with expansion|Abort|rror" -A3 "$out/test-$mpi.log" | head -60
+fi
 if [ "${SANITIZE:-1}" = 1 ]; then
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $b/tests/gpu/test_gpu_pack "~[large]" \
     > "$out/sanitizer-$mpi.log" 2>&1
@@ -38,4 +48,7 @@ if [ "${BENCH:-1}" = 1 ]; then
   $b/tools/bench_commit | tee "$out/bench_commit.txt"
   $b/tools/bench_pack --csv "$out/bench_pack.csv" ${BENCH_ARGS:-} > "$out/bench_pack.txt" 2>&1
   head -3 "$out/bench_pack.txt"; grep -E "^2d +vector +(8|32|64|512) +512 +1 +(1024|67108864) |^halo" "$out/bench_pack.txt"
+fi
+if [ "${P2P:-1}" = 1 ]; then
+  run -n 2 $b/tools/bench_p2p --csv "$out/bench_p2p-$mpi.csv" ${P2P_ARGS:-} 2>&1 | tee "$out/bench_p2p-$mpi.txt"
 fi

@@ -1,0 +1,227 @@
+// Ping-pong of strided GPU objects between two ranks (one GPU each where there are
+// two). For every object and every method the MPI library allows, the table gives the
+// one-way time of the strided object through TEMPI next to its baselines, all measured
+// in the same run:
+//   contig    the same number of bytes as one contiguous GPU buffer, same method
+//   mpi       the MPI library alone sending the strided GPU object (PMPI_Send: TEMPI
+//             bypassed); only where the library is CUDA-aware
+//   host-app  what an application must do without TEMPI on a non-CUDA-aware MPI: copy
+//             the object's whole region to the host, let MPI's CPU engine send it, copy
+//             the region back to the GPU on the receiver
+// Times are medians of round trips / 2 (MPI_Wtime around calls that complete their
+// GPU work before returning), after warm-up.
+//   mpiexec -n 2 bench_p2p [--csv FILE] [--max-bytes N] [--quick]
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "runtime.hpp"
+#include "tempi.h"
+
+namespace {
+
+int g_rank = 0;
+
+struct Object {
+  std::string shape;  // 2d or 3d
+  int64_t block;      // contiguous bytes per block
+  int64_t bytes;      // packed bytes
+  MPI_Datatype type;
+  int64_t span;  // bytes of the region the object lies in
+};
+
+// 2-D: rows of `block` bytes at a pitch of 2 blocks. 3-D: the same rows, ny per plane
+// in planes of ny + ny/2 + 1 rows, so both dimensions leave gaps.
+Object make_object(const std::string &shape, int64_t block, int64_t bytes) {
+  Object o{shape, block, bytes, MPI_DATATYPE_NULL, 0};
+  const int64_t blocks = bytes / block;
+  if (shape == "2d") {
+    MPI_Type_vector(int(blocks), int(block), int(2 * block), MPI_BYTE, &o.type);
+  } else {
+    int64_t ny = 1;
+    while (ny * ny < blocks) ny *= 2;
+    const int64_t nz = std::max<int64_t>(1, blocks / ny);
+    const int sizes[] = {int(nz), int(ny + ny / 2 + 1), int(2 * block)};
+    const int sub[] = {int(nz), int(ny), int(block)};
+    const int starts[] = {0, 0, 0};
+    MPI_Type_create_subarray(3, sizes, sub, starts, MPI_ORDER_C, MPI_BYTE, &o.type);
+  }
+  MPI_Type_commit(&o.type);
+  MPI_Aint lb, extent;
+  MPI_Type_get_extent(o.type, &lb, &extent);
+  o.span = extent;
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One-way time of `transfer` (called with true to send, false to receive), median
+// over repetitions chosen so that each measurement takes about `budget` seconds.
+double pingpong(const std::function<void(bool)> &transfer, double budget, int max_reps) {
+  auto round = [&] {
+    if (g_rank == 0) {
+      transfer(true);
+      transfer(false);
+    } else {
+      transfer(false);
+      transfer(true);
+    }
+  };
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  round();  // warm-up, and a first estimate
+  double first = MPI_Wtime() - t0;
+  MPI_Bcast(&first, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  int reps = int(std::clamp(budget / std::max(first, 1e-7), 3.0, double(max_reps)));
+  if (first > budget) reps = 1;
+  else round();  // a second warm-up where it is cheap
+  std::vector<double> one_way;
+  for (int r = 0; r < reps; ++r) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = MPI_Wtime();
+    round();
+    one_way.push_back((MPI_Wtime() - t0) / 2);
+  }
+  double m = median(one_way);
+  MPI_Bcast(&m, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return m;
+}
+
+void *gpu_alloc(size_t bytes) {
+  void *p = nullptr;
+  if (tempi::gpu_backend().allocate_device(bytes, &p) != tempi::Status::Ok) MPI_Abort(MPI_COMM_WORLD, 2);
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const char *csv_path = nullptr;
+  int64_t max_bytes = int64_t(64) << 20;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--max-bytes") && i + 1 < argc) max_bytes = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+  }
+  tempi::Backend &gpu = tempi::gpu_backend();
+  if (size != 2 || !gpu.has_gpu()) {
+    if (g_rank == 0) std::printf("bench_p2p: needs 2 ranks and a GPU (%d ranks, GPU: %s)\n", size,
+                                 gpu.has_gpu() ? "yes" : "no");
+    MPI_Finalize();
+    return size != 2;
+  }
+  gpu.select_device(g_rank % gpu.device_count());
+  const bool aware = tempi::mpi_is_cuda_aware();
+  std::vector<const char *> methods = {"oneshot", "staged"};
+  if (aware) methods.insert(methods.begin(), "device");
+  if (g_rank == 0)
+    std::printf("bench_p2p: %s, %d GPU(s) on this node, MPI library %s CUDA-aware\n", gpu.device_name().c_str(),
+                gpu.device_count(), aware ? "is" : "is not");
+
+  std::FILE *csv = g_rank == 0 && csv_path ? std::fopen(csv_path, "w") : nullptr;
+  if (csv) std::fprintf(csv, "shape,block,bytes,method,tempi_us,contig_us,ratio,mpi_us,host_app_us\n");
+  if (g_rank == 0)
+    std::printf("%-5s %6s %10s %-8s %11s %11s %7s %12s %12s %9s\n", "shape", "block", "bytes", "method", "tempi_us",
+                "contig_us", "ratio", "mpi_us", "host_app_us", "speedup");
+
+  const std::vector<int64_t> sizes = quick ? std::vector<int64_t>{1 << 10, 1 << 20}
+                                           : std::vector<int64_t>{1 << 10, 1 << 14, 1 << 16, 1 << 20, 4 << 20,
+                                                                  16 << 20, 64 << 20};
+  const std::vector<int64_t> blocks = quick ? std::vector<int64_t>{8, 512} : std::vector<int64_t>{4, 8, 64, 512};
+  const double budget = quick ? 0.02 : 0.1;
+  for (const char *shape : {"2d", "3d"})
+    for (int64_t block : blocks)
+      for (int64_t bytes : sizes) {
+        if (bytes > max_bytes || bytes < block) continue;
+        Object o = make_object(shape, block, bytes);
+        char *obj = static_cast<char *>(gpu_alloc(size_t(o.span)));
+        char *contig = static_cast<char *>(gpu_alloc(size_t(bytes)));
+        std::vector<char> init(size_t(o.span));
+        for (size_t i = 0; i < init.size(); ++i) init[i] = char(i * 131 + g_rank);
+        gpu.copy(obj, init.data(), init.size());
+        gpu.copy(contig, init.data(), size_t(bytes));
+        const int peer = 1 - g_rank;
+
+        // Baselines that do not depend on TEMPI's method.
+        double mpi_us = -1;
+        if (aware && bytes / block <= 65536)  // per-block copies: larger objects take minutes
+          mpi_us = 1e6 * pingpong(
+                             [&](bool send) {
+                               if (send)
+                                 PMPI_Send(obj, 1, o.type, peer, 1, MPI_COMM_WORLD);
+                               else
+                                 PMPI_Recv(obj, 1, o.type, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                             },
+                             budget, 30);
+        std::vector<char> region(size_t(o.span));
+        const double host_us = 1e6 * pingpong(
+                                         [&](bool send) {
+                                           if (send) {
+                                             gpu.copy(region.data(), obj, region.size());
+                                             PMPI_Send(region.data(), 1, o.type, peer, 2, MPI_COMM_WORLD);
+                                           } else {
+                                             PMPI_Recv(region.data(), 1, o.type, peer, 2, MPI_COMM_WORLD,
+                                                       MPI_STATUS_IGNORE);
+                                             gpu.copy(obj, region.data(), region.size());
+                                           }
+                                         },
+                                         budget, 30);
+
+        for (const char *m : methods) {
+          TEMPIX_Set_method(m);
+          const double t_us = 1e6 * pingpong(
+                                        [&](bool send) {
+                                          if (send)
+                                            MPI_Send(obj, 1, o.type, peer, 3, MPI_COMM_WORLD);
+                                          else
+                                            MPI_Recv(obj, 1, o.type, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                                        },
+                                        budget, 200);
+          const double c_us = 1e6 * pingpong(
+                                        [&](bool send) {
+                                          if (send)
+                                            MPI_Send(contig, int(bytes), MPI_BYTE, peer, 4, MPI_COMM_WORLD);
+                                          else
+                                            MPI_Recv(contig, int(bytes), MPI_BYTE, peer, 4, MPI_COMM_WORLD,
+                                                     MPI_STATUS_IGNORE);
+                                        },
+                                        budget, 200);
+          const double base = aware && mpi_us > 0 ? std::min(mpi_us, host_us) : host_us;
+          if (g_rank == 0) {
+            char mpi_col[32];
+            if (mpi_us > 0)
+              std::snprintf(mpi_col, sizeof mpi_col, "%12.1f", mpi_us);
+            else
+              std::snprintf(mpi_col, sizeof mpi_col, "%12s", aware ? "(too slow)" : "(n/a)");
+            std::printf("%-5s %6lld %10lld %-8s %11.1f %11.1f %7.2f %s %12.1f %8.1fx\n", shape, (long long)block,
+                        (long long)bytes, m, t_us, c_us, t_us / c_us, mpi_col, host_us, base / t_us);
+            std::fflush(stdout);
+            if (csv)
+              std::fprintf(csv, "%s,%lld,%lld,%s,%.3f,%.3f,%.4f,%.3f,%.3f\n", shape, (long long)block,
+                           (long long)bytes, m, t_us, c_us, t_us / c_us, mpi_us, host_us);
+          }
+        }
+        TEMPIX_Set_method("auto");
+        gpu.free_device(obj);
+        gpu.free_device(contig);
+        MPI_Type_free(&o.type);
+      }
+  if (csv) std::fclose(csv);
+  MPI_Finalize();
+  return 0;
+}

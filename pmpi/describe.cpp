@@ -57,23 +57,25 @@ TypeDesc describe(MPI_Datatype type) {
     case MPI_COMBINER_CONTIGUOUS: d.combiner = Combiner::Contiguous; break;
     case MPI_COMBINER_VECTOR: d.combiner = Combiner::Vector; break;
     case MPI_COMBINER_HVECTOR: d.combiner = Combiner::Hvector; break;
+#if TEMPI_HAVE_MPI1_COMBINERS  // Open MPI built without MPI-1 compatibility lacks these
     case MPI_COMBINER_HVECTOR_INTEGER:
       move_ints_to_addrs(d, 2, 1);
       d.combiner = Combiner::Hvector;
       break;
-    case MPI_COMBINER_INDEXED: d.combiner = Combiner::Indexed; break;
-    case MPI_COMBINER_HINDEXED: d.combiner = Combiner::Hindexed; break;
     case MPI_COMBINER_HINDEXED_INTEGER:
       move_ints_to_addrs(d, 1 + I[0], I[0]);
       d.combiner = Combiner::Hindexed;
       break;
-    case MPI_COMBINER_INDEXED_BLOCK: d.combiner = Combiner::IndexedBlock; break;
-    case MPI_COMBINER_HINDEXED_BLOCK: d.combiner = Combiner::HindexedBlock; break;
-    case MPI_COMBINER_STRUCT: d.combiner = Combiner::Struct; break;
     case MPI_COMBINER_STRUCT_INTEGER:
       move_ints_to_addrs(d, 1 + I[0], I[0]);
       d.combiner = Combiner::Struct;
       break;
+#endif
+    case MPI_COMBINER_INDEXED: d.combiner = Combiner::Indexed; break;
+    case MPI_COMBINER_HINDEXED: d.combiner = Combiner::Hindexed; break;
+    case MPI_COMBINER_INDEXED_BLOCK: d.combiner = Combiner::IndexedBlock; break;
+    case MPI_COMBINER_HINDEXED_BLOCK: d.combiner = Combiner::HindexedBlock; break;
+    case MPI_COMBINER_STRUCT: d.combiner = Combiner::Struct; break;
     case MPI_COMBINER_SUBARRAY: {
       d.combiner = Combiner::Subarray;
       const size_t n = I[0];

@@ -19,8 +19,8 @@ impl=mpich
 launcher=$(command -v mpiexec.hydra || command -v mpiexec)
 if [ "$mpi" != mpich ]; then margs="--allow-run-as-root --oversubscribe"; impl=openmpi; launcher=$(command -v mpirun); fi
 # catch2's headers come with the carried MPICH debs
-[ -d /opt/c2/usr/share/pkgconfig ] || { mkdir -p /opt/c2 && dpkg -x .gpu-host/debs/catch2_*.deb /opt/c2 && \
-  sed -i 's|^prefix=/usr|prefix=/opt/c2/usr|' /opt/c2/usr/share/pkgconfig/catch2.pc; }
+[ -d /opt/c2/usr/share/pkgconfig ] || { mkdir -p /opt/c2 && dpkg -x .gpu-host/debs/catch2_*.deb /opt/c2; }
+sed -i 's|^prefix=/usr$|prefix=/opt/c2/usr|; s|=/usr/|=/opt/c2/usr/|g' /opt/c2/usr/share/pkgconfig/catch2.pc
 export PKG_CONFIG_PATH=/opt/c2/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}
 nvidia-smi -L | tee "$out/device-$mpi.txt"
 date -u | tee -a "$out/device-$mpi.txt"

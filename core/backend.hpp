@@ -43,6 +43,12 @@ class Backend {
   virtual Status pack(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last) = 0;
   virtual Status unpack(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last) = 0;
 
+  // pack and unpack for callers that know both buffers are GPU-accessible (device,
+  // managed or mapped pinned memory): no pointer queries, no staging.
+  virtual Status pack_accessible(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last) = 0;
+  virtual Status unpack_accessible(const Plan &plan, const void *packed, void *typed, int64_t first,
+                                   int64_t last) = 0;
+
   // Packs bytes [0, bytes) of `plan` from GPU memory into pinned host memory through
   // device memory: chunk k+1 is packed while chunk k is copied to the host (the staged
   // method; chunk >= bytes means one chunk). unpack_staged is the reverse: chunk k is

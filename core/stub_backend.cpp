@@ -13,6 +13,10 @@ class StubBackend final : public Backend {
   MemorySpace classify(const void *) override { return MemorySpace::Host; }
   Status pack(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
   Status unpack(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
+  Status pack_accessible(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
+  Status unpack_accessible(const Plan &, const void *, void *, int64_t, int64_t) override {
+    return Status::Unsupported;
+  }
   Status pack_staged(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
   Status unpack_staged(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
   Status acquire(ScratchKind, size_t, Scratch &) override { return Status::Unsupported; }

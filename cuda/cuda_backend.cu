@@ -110,6 +110,14 @@ class CudaBackend final : public Backend {
     return move(plan, typed, const_cast<void *>(packed), first, last, false);
   }
 
+  Status pack_accessible(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last) override {
+    return run_synchronously(plan, const_cast<void *>(typed), packed, first, last, true);
+  }
+
+  Status unpack_accessible(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last) override {
+    return run_synchronously(plan, typed, const_cast<void *>(packed), first, last, false);
+  }
+
   Status pack_staged(const Plan &plan, const void *typed, void *host, int64_t bytes, int64_t chunk) override {
     bytes = std::min(bytes, plan.packed_size());
     if (bytes <= 0) return Status::Ok;
@@ -254,6 +262,16 @@ class CudaBackend final : public Backend {
     return launch_irregular(a, word, typed, packed, to_packed, stream);
   }
 
+  Status run_synchronously(const Plan &plan, void *typed, void *packed, int64_t first, int64_t last, bool to_packed) {
+    last = std::min(last, plan.packed_size());
+    if (last <= first) return Status::Ok;
+    cudaStream_t stream;
+    TEMPI_TRY(thread_stream(stream));
+    TEMPI_TRY(run_kernel(plan, typed, packed, first, last, to_packed, stream));
+    TEMPI_CUDA(cudaStreamSynchronize(stream));
+    return Status::Ok;
+  }
+
   Status units_for(const Plan &plan, std::shared_ptr<DeviceUnits> &out) {
     std::lock_guard<std::mutex> lock(units_mutex_);
     auto it = units_.find(plan.id);
@@ -296,11 +314,7 @@ class CudaBackend final : public Backend {
       }
       return Status::Ok;
     }
-    if (packed_on_gpu) {
-      TEMPI_TRY(run_kernel(plan, typed, packed, first, last, to_packed, stream));
-      TEMPI_CUDA(cudaStreamSynchronize(stream));
-      return Status::Ok;
-    }
+    if (packed_on_gpu) return run_synchronously(plan, typed, packed, first, last, to_packed);
     // Typed data on the GPU, packed bytes in pageable host memory: stage in device memory.
     BufferPool::Lease staging;
     TEMPI_TRY(device_pool().acquire(bytes, staging));

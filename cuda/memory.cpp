@@ -12,9 +12,13 @@ Status cuda_failure(cudaError_t err, const char *expr, const char *file, int lin
   return err == cudaErrorMemoryAllocation ? Status::NoMemory : Status::GpuError;
 }
 
+// A blocking stream: it waits for work the application left on the legacy default
+// stream. A cudaMemcpy from pageable memory may return before its data reaches the
+// GPU, and a kernel on a non-blocking stream could then pack stale bytes (seen with
+// two ranks sharing one H200).
 Status Stream::create(Stream &out) {
   cudaStream_t s;
-  TEMPI_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  TEMPI_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamDefault));
   out = Stream();
   out.s_ = s;
   return Status::Ok;

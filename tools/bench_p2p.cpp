@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "gpu_select.hpp"
 #include "runtime.hpp"
 #include "tempi.h"
 
@@ -106,6 +107,7 @@ void *gpu_alloc(size_t bytes) {
 }  // namespace
 
 int main(int argc, char **argv) {
+  tempi::tools::select_gpu_before_mpi_init();
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   int size = 0;
@@ -125,7 +127,6 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return size != 2;
   }
-  gpu.select_device(g_rank % gpu.device_count());
   const bool aware = tempi::mpi_is_cuda_aware();
   std::vector<const char *> methods = {"oneshot", "staged"};
   if (aware) methods.insert(methods.begin(), "device");

@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "gpu_select.hpp"
 #include "type_cache.hpp"
 
 int main(int argc, char **argv) {
+  tempi::tools::select_gpu_before_mpi_init();  // one GPU per rank where there are several
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -24,7 +26,6 @@ int main(int argc, char **argv) {
   }
   tempi::Backend &gpu = tempi::gpu_backend();
   const bool on_gpu = gpu.has_gpu();
-  if (on_gpu) gpu.select_device(rank % gpu.device_count());  // one GPU per rank where there are several
 
   // A 64 x 64 x 64 grid of floats; the object is its y-face of depth 2 (64 x 2 x 64).
   const int n = 64, depth = 2;

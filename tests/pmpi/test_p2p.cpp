@@ -24,6 +24,8 @@
 #endif
 #if defined(P2P_REAL_GPU)
 #include <cuda_runtime_api.h>
+
+#include "gpu_select.hpp"
 #endif
 
 namespace {
@@ -693,6 +695,11 @@ TEST_CASE("each method, chosen at run time, gives the same bytes", "[p2p][method
 #endif
 
 int main(int argc, char **argv) {
+#if defined(P2P_REAL_GPU)
+  // One GPU per rank where there are enough; TEMPI_TEST_DEVICES=1 makes ranks share one.
+  const char *limit = std::getenv("TEMPI_TEST_DEVICES");
+  tempi::tools::select_gpu_before_mpi_init(limit ? std::atoi(limit) : 0);
+#endif
   MPI_Init(&argc, &argv);
 #if defined(P2P_REAL_GPU)
   if (!tempi::gpu_backend().has_gpu()) {
@@ -700,15 +707,6 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 77;
   }
-  // One GPU per rank where there are enough; TEMPI_TEST_DEVICES=1 makes ranks share one.
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
-  int devices = tempi::gpu_backend().device_count();
-  if (const char *d = std::getenv("TEMPI_TEST_DEVICES")) devices = std::min(devices, std::atoi(d));
-  tempi::gpu_backend().select_device(local % devices);
 #endif
   const int result = Catch::Session().run(argc, argv);
   int worst = 0;

@@ -38,6 +38,13 @@ class EmulatedBackend final : public Backend {
     return Status::Ok;
   }
 
+  Status pack_accessible(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last) override {
+    return pack(plan, typed, packed, first, last);
+  }
+  Status unpack_accessible(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last) override {
+    return unpack(plan, packed, typed, first, last);
+  }
+
   // Chunk by chunk, as the GPU pipeline does, so chunk boundaries are exercised.
   Status pack_staged(const Plan &plan, const void *typed, void *host, int64_t bytes, int64_t chunk) override {
     bytes = std::min(bytes, plan.packed_size());

@@ -1,14 +1,17 @@
 #!/bin/bash
 # What a GPU session checks, in one call on the lent GPU machine: build against one MPI,
 # run the tests, the GPU pack tests under compute-sanitizer, the demo and the
-# benchmarks. Logs and CSV go to $OUT (or ./gpu-out).
+# benchmarks. Benchmark tables and CSV go to $OUT (or ./gpu-out), the logs into one
+# archive there, $OUT/logs-MPI.tgz.
 #   bash tools/gpu/device_checks.sh [mpich|openmpi|cuda-openmpi]
 # Steps, each on unless set to 0: TESTS (all suites; TESTS=gpu runs the gpu suite only),
 # SANITIZE, DEMO, BENCH (pack and commit), P2P (the ping-pong; P2P_ARGS for its options).
 set -uo pipefail
 mpi=${1:-mpich}
-out=${OUT:-gpu-out}
+top=${OUT:-gpu-out}
+out=$top/logs-$mpi
 mkdir -p "$out"
+trap 'tar czf "$top/logs-$mpi.tgz" -C "$top" "logs-$mpi" && rm -rf "$out"' EXIT
 case $mpi in
   mpich) source .gpu-host/use-mpich.sh .gpu-host/debs ;;
   cuda-openmpi) source .gpu-host/use-openmpi.sh .gpu-host/ompi ;;
@@ -45,10 +48,10 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   echo "compute-sanitizer memcheck exit: $?"; tail -4 "$out/sanitizer-$mpi.log"
 fi
 if [ "${BENCH:-1}" = 1 ]; then
-  $b/tools/bench_commit | tee "$out/bench_commit.txt"
-  $b/tools/bench_pack --csv "$out/bench_pack.csv" ${BENCH_ARGS:-} > "$out/bench_pack.txt" 2>&1
-  head -3 "$out/bench_pack.txt"; grep -E "^2d +vector +(8|32|64|512) +512 +1 +(1024|67108864) |^halo" "$out/bench_pack.txt"
+  $b/tools/bench_commit | tee "$top/bench_commit.txt"
+  $b/tools/bench_pack --csv "$top/bench_pack.csv" ${BENCH_ARGS:-} > "$top/bench_pack.txt" 2>&1
+  head -3 "$top/bench_pack.txt"; grep -E "^2d +vector +(8|32|64|512) +512 +1 +(1024|67108864) |^halo" "$top/bench_pack.txt"
 fi
 if [ "${P2P:-1}" = 1 ]; then
-  run -n 2 $b/tools/bench_p2p --csv "$out/bench_p2p-$mpi.csv" ${P2P_ARGS:-} 2>&1 | tee "$out/bench_p2p-$mpi.txt"
+  run -n 2 $b/tools/bench_p2p --csv "$top/bench_p2p-$mpi.csv" ${P2P_ARGS:-} 2>&1 | tee "$top/bench_p2p-$mpi.txt"
 fi

@@ -30,12 +30,16 @@ TEST_CASE("the device method needs a CUDA-aware MPI", "[method]") {
       CHECK(choose_transfer(Method::Auto, false, bytes, contiguous, c).method != Method::Device);
 }
 
-TEST_CASE("auto: device on a CUDA-aware MPI; one-shot for small and staged for large otherwise", "[method]") {
+TEST_CASE("auto: one-shot for small messages, device or staged for large ones", "[method]") {
   const Config c = small_pipeline();
-  CHECK(choose_transfer(Method::Auto, true, 1024, false, c).method == Method::Device);
+  CHECK(choose_transfer(Method::Auto, true, 1024, false, c).method == Method::OneShot);
+  CHECK(choose_transfer(Method::Auto, true, 64 << 10, false, c).method == Method::Device);
   CHECK(choose_transfer(Method::Auto, true, 64 << 20, false, c).method == Method::Device);
   CHECK(choose_transfer(Method::Auto, false, 1024, false, c).method == Method::OneShot);
+  CHECK(choose_transfer(Method::Auto, false, 1 << 20, false, c).method == Method::OneShot);
   CHECK(choose_transfer(Method::Auto, false, 64 << 20, false, c).method == Method::Staged);
+  // contiguous data: passed as it is to a CUDA-aware library, one DMA copy otherwise
+  CHECK(choose_transfer(Method::Auto, true, 1024, true, c).method == Method::Device);
   CHECK(choose_transfer(Method::Auto, false, 1024, true, c).method == Method::Staged);
 }
 

@@ -25,6 +25,7 @@
 #include "gpu_select.hpp"
 #include "runtime.hpp"
 #include "tempi.h"
+#include "type_cache.hpp"
 
 namespace {
 
@@ -98,6 +99,43 @@ double pingpong(const std::function<void(bool)> &transfer, double budget, int ma
   return m;
 }
 
+// Median time of `op` in microseconds, after warm-up.
+double median_us(const std::function<void()> &op) {
+  for (int i = 0; i < 20; ++i) op();
+  std::vector<double> t;
+  for (int i = 0; i < 200; ++i) {
+    const double t0 = MPI_Wtime();
+    op();
+    t.push_back(1e6 * (MPI_Wtime() - t0));
+  }
+  return median(t);
+}
+
+// What one message of a 1 KiB object costs, piece by piece, so that the ping-pong's
+// small-message latency can be read against its floor: each GPU step is a launch (or
+// copy) plus a synchronization.
+void latency_parts(char *gpu_obj, const Object &o) {
+  tempi::Backend &gpu = tempi::gpu_backend();
+  const tempi::Plan plan = tempi::type_cache().find(o.type)->plan->for_count(1);
+  tempi::Scratch dev, pinned;
+  gpu.acquire(tempi::ScratchKind::Device, size_t(o.bytes), dev);
+  gpu.acquire(tempi::ScratchKind::Pinned, size_t(o.bytes), pinned);
+  tempi::Plan contiguous = plan;  // the same bytes as one run: a plain copy
+  contiguous.pattern = {{0, o.bytes, 0, 1}};
+  contiguous.dims.clear();
+  contiguous.pattern_size = o.bytes;
+  contiguous.start = 0;
+  const double classify = median_us([&] { gpu.classify(gpu_obj); });
+  const double to_device = median_us([&] { gpu.pack_accessible(plan, gpu_obj, dev.ptr, 0, o.bytes); });
+  const double to_mapped = median_us([&] { gpu.pack_accessible(plan, gpu_obj, pinned.ptr, 0, o.bytes); });
+  const double from_mapped = median_us([&] { gpu.unpack_accessible(plan, pinned.ptr, gpu_obj, 0, o.bytes); });
+  const double copy_out = median_us([&] { gpu.pack_staged(contiguous, dev.ptr, pinned.ptr, o.bytes, o.bytes); });
+  std::printf("1 KiB object (%s, %lld-byte blocks), rank 0, median us: pointer query %.2f; pack kernel + sync into "
+              "device memory %.1f, into mapped host memory %.1f; unpack kernel + sync from mapped host memory %.1f; "
+              "cudaMemcpyAsync + sync to pinned host memory %.1f\n",
+              o.shape.c_str(), (long long)o.block, classify, to_device, to_mapped, from_mapped, copy_out);
+}
+
 void *gpu_alloc(size_t bytes) {
   void *p = nullptr;
   if (tempi::gpu_backend().allocate_device(bytes, &p) != tempi::Status::Ok) MPI_Abort(MPI_COMM_WORLD, 2);
@@ -133,6 +171,28 @@ int main(int argc, char **argv) {
   if (g_rank == 0)
     std::printf("bench_p2p: %s, %d GPU(s) on this node, MPI library %s CUDA-aware\n", gpu.device_name().c_str(),
                 gpu.device_count(), aware ? "is" : "is not");
+
+  {  // the host-memory ping-pong of 1 KiB: the MPI library's own part of every small message
+    std::vector<char> host(1024);
+    const int peer = 1 - g_rank;
+    const double host_us = 1e6 * pingpong(
+                                     [&](bool send) {
+                                       if (send)
+                                         PMPI_Send(host.data(), 1024, MPI_BYTE, peer, 9, MPI_COMM_WORLD);
+                                       else
+                                         PMPI_Recv(host.data(), 1024, MPI_BYTE, peer, 9, MPI_COMM_WORLD,
+                                                   MPI_STATUS_IGNORE);
+                                     },
+                                     0.05, 1000);
+    Object o = make_object("2d", 8, 1024);
+    char *obj = static_cast<char *>(gpu_alloc(size_t(o.span)));
+    if (g_rank == 0) {
+      std::printf("1 KiB in host memory, MPI alone: %.1f us one-way\n", host_us);
+      latency_parts(obj, o);
+    }
+    gpu.free_device(obj);
+    MPI_Type_free(&o.type);
+  }
 
   std::FILE *csv = g_rank == 0 && csv_path ? std::fopen(csv_path, "w") : nullptr;
   if (csv) std::fprintf(csv, "shape,block,bytes,method,tempi_us,contig_us,ratio,mpi_us,host_app_us\n");

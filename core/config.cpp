@@ -17,7 +17,7 @@ const std::vector<Knob> &knobs() {
        "MPIX_GPU_query_support where the library has them, else assume no)."},
       {"TEMPI_METHOD", "auto",
        "How packed GPU data moves in point-to-point calls: auto, device (needs a CUDA-aware MPI), oneshot or "
-       "staged."},
+       "staged. auto chooses by size and CUDA awareness (docs/using.md)."},
       {"TEMPI_PIPELINE_CHUNK", "4194304", "Bytes per chunk when a large message is packed or unpacked in a pipeline."},
       {"TEMPI_PIPELINE_THRESHOLD", "8388608", "Messages of at least this many packed bytes are pipelined."},
   };

@@ -1,5 +1,6 @@
 #include "messages.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 
@@ -110,9 +111,10 @@ int acquire_staging(Transfer &t, int64_t bytes, MPI_Comm comm, const char *call,
 }  // namespace
 
 OwnedType::~OwnedType() {
+  if (type_ == MPI_DATATYPE_NULL) return;
   int finalized = 0;
   PMPI_Finalized(&finalized);
-  if (type_ != MPI_DATATYPE_NULL && !finalized) PMPI_Type_free(&type_);
+  if (!finalized) PMPI_Type_free(&type_);
 }
 
 Method requested_method() {

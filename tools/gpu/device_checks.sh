@@ -46,8 +46,8 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $b/tests/gpu/test_gpu_pack "~[large]" \
     > "$out/sanitizer-$mpi.log" 2>&1
   echo "compute-sanitizer memcheck exit: $?"; tail -4 "$out/sanitizer-$mpi.log"
-  TEMPI_PIPELINE_THRESHOLD=65536 TEMPI_PIPELINE_CHUNK=100003 timeout 300 $launcher $margs -n 2 compute-sanitizer --tool memcheck \
-    --error-exitcode 9 $b/tests/gpu/test_gpu_p2p > "$out/sanitizer-p2p-$mpi.log" 2>&1
+  TEMPI_METHOD=staged TEMPI_PIPELINE_THRESHOLD=1000 TEMPI_PIPELINE_CHUNK=333 timeout 300 $launcher $margs -n 2 compute-sanitizer --tool memcheck \
+    --error-exitcode 9 $b/tests/gpu/test_gpu_p2p "~[large]" > "$out/sanitizer-p2p-$mpi.log" 2>&1
   echo "compute-sanitizer memcheck (p2p, 2 ranks, pipelined) exit: $?"; grep -E "ERROR SUMMARY|test cases|All tests" "$out/sanitizer-p2p-$mpi.log"
 fi
 if [ "${BENCH:-1}" = 1 ]; then

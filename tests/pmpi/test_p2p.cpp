@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if !defined(P2P_HOST_BUFFERS)
@@ -76,19 +77,26 @@ class Buf {
   Buf &operator=(const Buf &) = delete;
 
   void *get() const { return ptr_; }
-  void upload(const std::vector<char> &v) { copy(ptr_, v.data(), v.size()); }
+  void upload(const std::vector<char> &v) { REQUIRE(copy(ptr_, v.data(), v.size())); }
   std::vector<char> download() const {
     std::vector<char> v(bytes_);
-    copy(v.data(), ptr_, bytes_);
+    REQUIRE(copy(v.data(), ptr_, bytes_));
     return v;
+  }
+  // For threads other than Catch's, whose assertion macros are not thread-safe.
+  bool upload_quietly(const std::vector<char> &v) { return copy(ptr_, v.data(), v.size()); }
+  bool download_quietly(std::vector<char> &v) const {
+    v.resize(bytes_);
+    return copy(v.data(), ptr_, bytes_);
   }
 
  private:
-  void copy(void *dst, const void *src, size_t n) const {
+  bool copy(void *dst, const void *src, size_t n) const {
 #if defined(P2P_HOST_BUFFERS)
     std::memcpy(dst, src, n);
+    return true;
 #else
-    REQUIRE(tempi::gpu_backend().copy(dst, src, n) == tempi::Status::Ok);
+    return tempi::gpu_backend().copy(dst, src, n) == tempi::Status::Ok;
 #endif
   }
   Where where_;
@@ -678,6 +686,54 @@ TEST_CASE("cancel, request free and request get status", "[p2p][completion]") {
   release(l);
 }
 
+TEST_CASE("threads exchange at once under MPI_THREAD_MULTIPLE", "[p2p][threads]") {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    WARN("the MPI library gave thread level " << provided << ", not MPI_THREAD_MULTIPLE: not tested");
+    return;
+  }
+  const int me = rank(), peer = 1 - me;
+  if (me > 1) return;
+  const Layout l{irregular(), 2};
+  constexpr int kThreads = 4, kRounds = 25;
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::unique_ptr<Buf>> ins, outs;  // allocated here: Catch's macros stay on this thread
+  for (int t = 0; t < kThreads; ++t) {
+    ins.push_back(std::make_unique<Buf>(Where::Gpu, l.span()));
+    outs.push_back(std::make_unique<Buf>(Where::Gpu, l.span()));
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      Buf &in = *ins[t], &out = *outs[t];
+      std::vector<char> got;
+      for (int r = 0; r < kRounds && failures[t].empty(); ++r) {
+        const int tag = 1000 + t * kRounds + r;
+        if (!in.upload_quietly(std::vector<char>(l.span(), kPoison)) ||
+            !out.upload_quietly(pattern(l.span(), unsigned(tag * 2 + me)))) {
+          failures[t] = "a copy to the buffers failed";
+          break;
+        }
+        MPI_Request reqs[2];
+        MPI_Irecv(in.get(), l.count, l.type, peer, tag, MPI_COMM_WORLD, &reqs[0]);
+        MPI_Isend(out.get(), l.count, l.type, peer, tag, MPI_COMM_WORLD, &reqs[1]);
+        if (r % 2) {
+          MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+        } else {
+          for (int flag = 0; !flag;) MPI_Testall(2, reqs, &flag, MPI_STATUSES_IGNORE);
+        }
+        const std::string diff = in.download_quietly(got)
+                                     ? first_difference(got, expected(l, l, unsigned(tag * 2 + peer)))
+                                     : "a copy from the buffer failed";
+        if (!diff.empty()) failures[t] = "thread " + std::to_string(t) + " round " + std::to_string(r) + ": " + diff;
+      }
+    });
+  for (std::thread &th : threads) th.join();
+  for (const std::string &f : failures) CHECK(f == "");
+  release(l);
+}
+
 #if !defined(P2P_HOST_BUFFERS)
 TEST_CASE("each method, chosen at run time, gives the same bytes", "[p2p][method]") {
   const Layout l{irregular(), 4};
@@ -700,7 +756,8 @@ int main(int argc, char **argv) {
   const char *limit = std::getenv("TEMPI_TEST_DEVICES");
   tempi::tools::select_gpu_before_mpi_init(limit ? std::atoi(limit) : 0);
 #endif
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
 #if defined(P2P_REAL_GPU)
   if (!tempi::gpu_backend().has_gpu()) {
     if (rank() == 0) std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one\n");

@@ -11,6 +11,7 @@
 // Times are medians of round trips / 2 (MPI_Wtime around calls that complete their
 // GPU work before returning), after warm-up.
 //   mpiexec -n 2 bench_p2p [--csv FILE] [--max-bytes N] [--quick]
+#include <cuda_runtime_api.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -130,10 +131,22 @@ void latency_parts(char *gpu_obj, const Object &o) {
   const double to_mapped = median_us([&] { gpu.pack_accessible(plan, gpu_obj, pinned.ptr, 0, o.bytes); });
   const double from_mapped = median_us([&] { gpu.unpack_accessible(plan, pinned.ptr, gpu_obj, 0, o.bytes); });
   const double copy_out = median_us([&] { gpu.pack_staged(contiguous, dev.ptr, pinned.ptr, o.bytes, o.bytes); });
+  // The copy engines can move a 2-D object too (one pitched copy instead of a kernel).
+  const size_t rows = size_t(o.bytes / o.block), pitch = size_t(2 * o.block);
+  const double copy2d_out = median_us([&] {
+    cudaMemcpy2DAsync(pinned.ptr, o.block, gpu_obj, pitch, o.block, rows, cudaMemcpyDeviceToHost, 0);
+    cudaStreamSynchronize(0);
+  });
+  const double copy2d_in = median_us([&] {
+    cudaMemcpy2DAsync(gpu_obj, pitch, pinned.ptr, o.block, o.block, rows, cudaMemcpyHostToDevice, 0);
+    cudaStreamSynchronize(0);
+  });
   std::printf("1 KiB object (%s, %lld-byte blocks), rank 0, median us: pointer query %.2f; pack kernel + sync into "
               "device memory %.1f, into mapped host memory %.1f; unpack kernel + sync from mapped host memory %.1f; "
-              "cudaMemcpyAsync + sync to pinned host memory %.1f\n",
-              o.shape.c_str(), (long long)o.block, classify, to_device, to_mapped, from_mapped, copy_out);
+              "cudaMemcpyAsync + sync to pinned host memory %.1f; cudaMemcpy2DAsync + sync of the object to pinned "
+              "host memory %.1f, from it %.1f\n",
+              o.shape.c_str(), (long long)o.block, classify, to_device, to_mapped, from_mapped, copy_out, copy2d_out,
+              copy2d_in);
 }
 
 void *gpu_alloc(size_t bytes) {

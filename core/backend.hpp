@@ -49,6 +49,12 @@ class Backend {
   virtual Status unpack_accessible(const Plan &plan, const void *packed, void *typed, int64_t first,
                                    int64_t last) = 0;
 
+  // The one-shot method's moves: bytes [0, bytes) of `plan` between GPU memory and
+  // pinned host memory, with no staging. The backend picks a kernel on mapped host
+  // memory or, for small 2-D and 3-D strided objects, one pitched copy by the copy engines.
+  virtual Status pack_to_host(const Plan &plan, const void *typed, void *host, int64_t bytes) = 0;
+  virtual Status unpack_from_host(const Plan &plan, const void *host, void *typed, int64_t bytes) = 0;
+
   // Packs bytes [0, bytes) of `plan` from GPU memory into pinned host memory through
   // device memory: chunk k+1 is packed while chunk k is copied to the host (the staged
   // method; chunk >= bytes means one chunk). unpack_staged is the reverse: chunk k is

@@ -17,6 +17,8 @@ class StubBackend final : public Backend {
   Status unpack_accessible(const Plan &, const void *, void *, int64_t, int64_t) override {
     return Status::Unsupported;
   }
+  Status pack_to_host(const Plan &, const void *, void *, int64_t) override { return Status::Unsupported; }
+  Status unpack_from_host(const Plan &, const void *, void *, int64_t) override { return Status::Unsupported; }
   Status pack_staged(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
   Status unpack_staged(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
   Status acquire(ScratchKind, size_t, Scratch &) override { return Status::Unsupported; }

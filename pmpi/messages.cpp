@@ -148,9 +148,17 @@ int prepare_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Co
 
   const int64_t bytes = d.plan.packed_size();
   if (const int err = acquire_staging(d.transfer, bytes, comm, call, out.staging)) return err;
-  const Status st = d.transfer.method == Method::Staged
-                        ? b.pack_staged(d.plan, buf, out.staging.ptr, bytes, d.transfer.chunk)
-                        : b.pack_accessible(d.plan, buf, out.staging.ptr, 0, bytes);
+  Status st;
+  switch (d.transfer.method) {
+    case Method::Staged:
+      st = b.pack_staged(d.plan, buf, out.staging.ptr, bytes, d.transfer.chunk);
+      break;
+    case Method::OneShot:
+      st = b.pack_to_host(d.plan, buf, out.staging.ptr, bytes);
+      break;
+    default:
+      st = b.pack_accessible(d.plan, buf, out.staging.ptr, 0, bytes);
+  }
   if (st != Status::Ok)
     return raise_error(comm, MPI_ERR_INTERN, "%s: packing GPU data (%s method) failed: %s", call,
                        to_string(d.transfer.method), to_string(st));
@@ -206,9 +214,16 @@ int finish_recv(Incoming &in, const MPI_Status &status, int err) {
   } else {
     MPI_Count received = 0;
     PMPI_Get_elements_x(&status, MPI_BYTE, &received);
-    st = in.transfer.method == Method::Staged
-             ? b.unpack_staged(in.plan, in.staging.ptr, in.user, received, in.transfer.chunk)
-             : b.unpack_accessible(in.plan, in.staging.ptr, in.user, 0, received);
+    switch (in.transfer.method) {
+      case Method::Staged:
+        st = b.unpack_staged(in.plan, in.staging.ptr, in.user, received, in.transfer.chunk);
+        break;
+      case Method::OneShot:
+        st = b.unpack_from_host(in.plan, in.staging.ptr, in.user, received);
+        break;
+      default:
+        st = b.unpack_accessible(in.plan, in.staging.ptr, in.user, 0, received);
+    }
   }
   if (st != Status::Ok)
     return raise_error(in.comm, MPI_ERR_INTERN, "moving received data to the GPU (%s method) failed: %s",

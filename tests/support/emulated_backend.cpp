@@ -45,6 +45,13 @@ class EmulatedBackend final : public Backend {
     return unpack(plan, packed, typed, first, last);
   }
 
+  Status pack_to_host(const Plan &plan, const void *typed, void *host, int64_t bytes) override {
+    return pack(plan, typed, host, 0, bytes);
+  }
+  Status unpack_from_host(const Plan &plan, const void *host, void *typed, int64_t bytes) override {
+    return unpack(plan, host, typed, 0, bytes);
+  }
+
   // Chunk by chunk, as the GPU pipeline does, so chunk boundaries are exercised.
   Status pack_staged(const Plan &plan, const void *typed, void *host, int64_t bytes, int64_t chunk) override {
     bytes = std::min(bytes, plan.packed_size());

@@ -67,6 +67,10 @@ class Backend {
   // GPUs visible to this process, and the one this thread's calls use.
   virtual int device_count() = 0;
   virtual Status select_device(int device) = 0;
+  // The GPU that holds `ptr` (device or managed memory), else -1.
+  virtual int device_of(const void *ptr) = 0;
+  // Makes `device` current on this thread; returns the device that was current.
+  virtual int use_device(int device) = 0;
 
   // Plain device memory and copies between any two kinds (used by tools and
   // tests that must run with or without a GPU).
@@ -79,5 +83,25 @@ class Backend {
 };
 
 Backend &gpu_backend();
+
+// For the life of a scope, the GPU that holds `ptr` is the calling thread's current
+// device (every new thread starts on device 0, whatever GPU its buffers are on), so
+// that TEMPI's streams, pools and kernels are that GPU's. The thread's own choice
+// comes back at the end of the scope.
+class OnDeviceOf {
+ public:
+  explicit OnDeviceOf(const void *ptr) {
+    const int device = gpu_backend().device_of(ptr);
+    if (device >= 0) previous_ = gpu_backend().use_device(device);
+  }
+  ~OnDeviceOf() {
+    if (previous_ >= 0) gpu_backend().use_device(previous_);
+  }
+  OnDeviceOf(const OnDeviceOf &) = delete;
+  OnDeviceOf &operator=(const OnDeviceOf &) = delete;
+
+ private:
+  int previous_ = -1;
+};
 
 }  // namespace tempi

@@ -24,6 +24,8 @@ class StubBackend final : public Backend {
   Status acquire(ScratchKind, size_t, Scratch &) override { return Status::Unsupported; }
   int device_count() override { return 0; }
   Status select_device(int) override { return Status::Unsupported; }
+  int device_of(const void *) override { return -1; }
+  int use_device(int) override { return 0; }
   Status allocate_device(size_t, void **) override { return Status::Unsupported; }
   void free_device(void *) override {}
   Status copy(void *, const void *, size_t) override { return Status::Unsupported; }

@@ -230,7 +230,26 @@ class CudaBackend final : public Backend {
 
   void release_plan(uint64_t id) override {
     std::lock_guard<std::mutex> lock(units_mutex_);
-    units_.erase(id);
+    for (int device = 0; device < kMaxDevices; ++device) units_.erase(units_key(id, device));
+  }
+
+  int device_of(const void *ptr) override {
+    if (!ptr || !has_gpu()) return -1;
+    cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? attr.device : -1;
+  }
+
+  int use_device(int device) override {
+    const int previous = current_device();
+    if (device != previous && cudaSetDevice(device) != cudaSuccess) {
+      cudaGetLastError();
+      return previous;
+    }
+    return previous;
   }
 
  private:
@@ -344,7 +363,8 @@ class CudaBackend final : public Backend {
 
   Status units_for(const Plan &plan, std::shared_ptr<DeviceUnits> &out) {
     std::lock_guard<std::mutex> lock(units_mutex_);
-    auto it = units_.find(plan.id);
+    const uint64_t key = units_key(plan.id, current_device());
+    auto it = units_.find(key);
     if (it != units_.end()) {
       out = it->second;
       return Status::Ok;
@@ -356,7 +376,7 @@ class CudaBackend final : public Backend {
     TEMPI_CUDA(cudaMemcpy(du->owned.get(), host.data(), bytes, cudaMemcpyHostToDevice));
     du->count = int64_t(host.size());
     // Plans made without an id (tests of one-off plans) are not cached.
-    if (plan.id != 0) units_.emplace(plan.id, du);
+    if (plan.id != 0) units_.emplace(key, du);
     out = du;
     return Status::Ok;
   }
@@ -399,6 +419,8 @@ class CudaBackend final : public Backend {
     return Status::Ok;
   }
 
+  // Work units live on the device that uploaded them: one entry per plan and device.
+  static uint64_t units_key(uint64_t id, int device) { return id * kMaxDevices + uint64_t(device); }
   std::mutex units_mutex_;
   std::unordered_map<uint64_t, std::shared_ptr<DeviceUnits>> units_;
 };

@@ -1,5 +1,7 @@
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+
 #include "check.hpp"
 #include "log.hpp"
 #include "resources.hpp"
@@ -95,9 +97,24 @@ BufferPool::Lease::~Lease() {
   if (pool_ && buf_.get()) pool_->give_back(std::move(buf_));
 }
 
+int current_device() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return device < kMaxDevices ? device : 0;
+}
+
 // Pools live as long as the process: buffers may be given back during static destruction.
 BufferPool &device_pool() {
-  static BufferPool *p = new BufferPool(Buffer::Kind::Device);
+  static std::atomic<BufferPool *> pools[kMaxDevices];
+  std::atomic<BufferPool *> &slot = pools[current_device()];
+  BufferPool *p = slot.load(std::memory_order_acquire);
+  if (p) return *p;
+  auto *fresh = new BufferPool(Buffer::Kind::Device);
+  if (slot.compare_exchange_strong(p, fresh, std::memory_order_acq_rel)) return *fresh;
+  delete fresh;  // another thread made this device's pool first
   return *p;
 }
 
@@ -107,18 +124,20 @@ BufferPool &pinned_pool() {
 }
 
 Status thread_stream(cudaStream_t &out) {
-  thread_local Stream stream;
+  thread_local Stream streams[kMaxDevices];
+  Stream &stream = streams[current_device()];
   if (!stream.get()) TEMPI_TRY(Stream::create(stream));
   out = stream.get();
   return Status::Ok;
 }
 
 Status thread_copy_resources(CopyResources &out) {
-  thread_local Stream stream;
-  thread_local Event event;
-  if (!stream.get()) TEMPI_TRY(Stream::create(stream));
-  if (!event.get()) TEMPI_TRY(Event::create(event));
-  out = {stream.get(), event.get()};
+  thread_local Stream streams[kMaxDevices];
+  thread_local Event events[kMaxDevices];
+  const int device = current_device();
+  if (!streams[device].get()) TEMPI_TRY(Stream::create(streams[device]));
+  if (!events[device].get()) TEMPI_TRY(Event::create(events[device]));
+  out = {streams[device].get(), events[device].get()};
   return Status::Ok;
 }
 

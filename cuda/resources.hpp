@@ -108,10 +108,16 @@ class BufferPool {
   std::vector<std::vector<Buffer>> free_;  // by log2 of size
 };
 
-BufferPool &device_pool();
-BufferPool &pinned_pool();
+// Streams, events, device pools and uploaded plan data belong to one GPU: each is kept
+// per device, for the device current on the calling thread (the backend makes the
+// user buffer's GPU current first). Devices past kMaxDevices share slot 0's.
+constexpr int kMaxDevices = 64;
+int current_device();
 
-// A stream for the calling thread, created once.
+BufferPool &device_pool();  // the current device's
+BufferPool &pinned_pool();  // portable: one for all devices
+
+// A stream for the calling thread on the current device, created once.
 Status thread_stream(cudaStream_t &out);
 
 // What a pipelined transfer needs per thread: a second stream for the copies (so they

@@ -132,6 +132,7 @@ int prepare_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Co
   Decision d = decide(buf, count, type, peer);
   if (!d.info) return MPI_SUCCESS;
   Backend &b = gpu_backend();
+  const OnDeviceOf on_its_gpu(buf);
 
   if (!d.plannable) {  // copy the whole region to the host; the MPI library packs it
     int64_t lo, bytes;
@@ -175,6 +176,7 @@ int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm com
   Decision d = decide(buf, count, type, peer);
   if (!d.info) return MPI_SUCCESS;
   Backend &b = gpu_backend();
+  const OnDeviceOf on_its_gpu(buf);
 
   if (!d.plannable) {  // the MPI library unpacks into a host copy of the region, which goes back whole
     span_of(count, type, in.region_lo, in.region_bytes);
@@ -208,6 +210,7 @@ int finish_recv(Incoming &in, const MPI_Status &status, int err) {
   PMPI_Test_cancelled(&status, &cancelled);
   if (cancelled) return MPI_SUCCESS;
   Backend &b = gpu_backend();
+  const OnDeviceOf on_its_gpu(in.user);
   Status st;
   if (in.after == Incoming::After::CopyBack) {
     st = b.copy(static_cast<char *>(in.user) + in.region_lo, in.staging.ptr, size_t(in.region_bytes));

@@ -37,6 +37,7 @@ int TEMPI_WRAPPER(MPI_Pack)(const void *inbuf, int incount, MPI_Datatype datatyp
   const std::shared_ptr<const TypeInfo> info = type_cache().find(datatype);
   if (!info->plan) return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
   const int64_t bytes = info->size * incount;
+  const OnDeviceOf on_its_gpu(gpu_backend().device_of(inbuf) >= 0 ? inbuf : outbuf);
   if (*position < 0 || *position + bytes > outsize)
     return raise_error(comm, MPI_ERR_TRUNCATE, "MPI_Pack: %lld bytes at position %d do not fit in outsize %d",
                        (long long)bytes, *position, outsize);
@@ -55,6 +56,7 @@ int TEMPI_WRAPPER(MPI_Unpack)(const void *inbuf, int insize, int *position, void
   const std::shared_ptr<const TypeInfo> info = type_cache().find(datatype);
   if (!info->plan) return TEMPI_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, datatype, comm);
   const int64_t bytes = info->size * outcount;
+  const OnDeviceOf on_its_gpu(gpu_backend().device_of(outbuf) >= 0 ? outbuf : inbuf);
   if (*position < 0 || *position + bytes > insize)
     return raise_error(comm, MPI_ERR_TRUNCATE, "MPI_Unpack: %lld bytes at position %d exceed insize %d",
                        (long long)bytes, *position, insize);

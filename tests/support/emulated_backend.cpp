@@ -78,6 +78,8 @@ class EmulatedBackend final : public Backend {
 
   int device_count() override { return 1; }
   Status select_device(int device) override { return device == 0 ? Status::Ok : Status::Unsupported; }
+  int device_of(const void *ptr) override { return classify(ptr) == MemorySpace::Device ? 0 : -1; }
+  int use_device(int) override { return 0; }
 
   Status allocate_device(size_t bytes, void **out) override { return allocate(bytes, MemorySpace::Device, out); }
   void free_device(void *ptr) override { release(ptr); }

@@ -734,6 +734,37 @@ TEST_CASE("threads exchange at once under MPI_THREAD_MULTIPLE", "[p2p][threads]"
   release(l);
 }
 
+// Hidden (run with "[.huge]"): 2 GiB and more on each rank, several times over.
+TEST_CASE("a message of more than 2^31 bytes", "[.huge]") {
+  const int me = rank();
+  if (me > 1) return;
+  MPI_Datatype gib;
+  MPI_Type_contiguous(1 << 30, MPI_BYTE, &gib);
+  MPI_Type_commit(&gib);
+  const size_t bytes = (size_t(1) << 31) + 3 * 4096;  // two elements of gib and a tail of bytes
+  MPI_Datatype shape;
+  const int lengths[] = {2, 3 * 4096};
+  const MPI_Aint displs[] = {0, MPI_Aint(1) << 31};
+  const MPI_Datatype types[] = {gib, MPI_BYTE};
+  MPI_Type_create_struct(2, lengths, displs, types, &shape);
+  MPI_Type_commit(&shape);
+  Buf b(Where::Gpu, bytes);
+  if (me == 0) {
+    b.upload(pattern(bytes, 7));
+    REQUIRE(MPI_Send(b.get(), 1, shape, 1, 77, MPI_COMM_WORLD) == MPI_SUCCESS);
+  } else {
+    b.upload(std::vector<char>(bytes, kPoison));
+    MPI_Status st;
+    REQUIRE(MPI_Recv(b.get(), 1, shape, 0, 77, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+    MPI_Count n = 0;
+    MPI_Get_elements_x(&st, MPI_BYTE, &n);
+    CHECK(n == MPI_Count(bytes));
+    CHECK(first_difference(b.download(), pattern(bytes, 7)) == "");
+  }
+  MPI_Type_free(&shape);
+  MPI_Type_free(&gib);
+}
+
 #if !defined(P2P_HOST_BUFFERS)
 TEST_CASE("each method, chosen at run time, gives the same bytes", "[p2p][method]") {
   const Layout l{irregular(), 4};

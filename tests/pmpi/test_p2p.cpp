@@ -273,6 +273,21 @@ TEST_CASE("strided and irregular objects arrive byte-exact", "[p2p]") {
   }
 }
 
+TEST_CASE("a type TEMPI does not plan still arrives", "[p2p]") {
+  // MPI_DOUBLE_INT: a double and an int with padding, a named type TEMPI leaves to MPI.
+  // Without CUDA awareness its whole region goes through host memory.
+  const Layout pairs{MPI_DOUBLE_INT, 10};
+  exchange(pairs, Where::Gpu, pairs, Where::Gpu, Mode::Blocking, 61);
+  exchange(pairs, Where::Gpu, pairs, Where::Host, Mode::Nonblocking, 62);
+  exchange(pairs, Where::Host, pairs, Where::Gpu, Mode::Nonblocking, 63);
+  MPI_Datatype strided;  // and a vector of them, so the region has gaps that must survive
+  MPI_Type_vector(4, 1, 3, MPI_DOUBLE_INT, &strided);
+  const Layout l{committed(strided), 2};
+  exchange(l, Where::Gpu, l, Where::Gpu, Mode::Blocking, 64);
+  exchange(l, Where::Gpu, l, Where::Gpu, Mode::Nonblocking, 65);
+  release(l);
+}
+
 TEST_CASE("managed memory is GPU data", "[p2p]") {
   const Layout l{subarray3d(), 1};
   exchange(l, Where::Managed, l, Where::Managed, Mode::Blocking, 71);

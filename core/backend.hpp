@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "method.hpp"
 #include "plan.hpp"
 
 namespace tempi {
@@ -24,6 +26,26 @@ enum class ScratchKind { Device, Pinned };
 struct Scratch {
   void *ptr = nullptr;
   std::shared_ptr<void> owner;
+};
+
+// The end of a piece of asynchronous GPU work (DESIGN.md, "Many messages at once"),
+// holding what that work uses (device temporaries) until it is released. A default
+// (empty) Fence is complete.
+struct Fence {
+  std::shared_ptr<void> state;
+  explicit operator bool() const { return bool(state); }
+};
+
+// One object moving between a typed GPU buffer and its packed bytes [0, bytes):
+// `packed` is device memory for Method::Device and pinned (mapped) host memory for
+// OneShot (kernels or pitched copies touch it directly) and Staged (through device
+// memory, in chunks of transfer.chunk bytes).
+struct MoveJob {
+  const Plan *plan = nullptr;
+  void *typed = nullptr;
+  void *packed = nullptr;
+  int64_t bytes = 0;
+  Transfer transfer{Method::OneShot, 0};
 };
 
 class Backend {
@@ -63,6 +85,19 @@ class Backend {
   virtual Status unpack_staged(const Plan &plan, const void *host, void *typed, int64_t bytes, int64_t chunk) = 0;
 
   virtual Status acquire(ScratchKind kind, size_t bytes, Scratch &out) = 0;
+
+  // Issue the moves of `jobs` (all on the current device) on the calling thread's
+  // stream without waiting for them; `done` completes when every one has. Work that
+  // is issued together is launched together: small strided objects share one launch.
+  // Work on one thread's stream completes in issue order.
+  virtual Status pack_async(const std::vector<MoveJob> &jobs, Fence &done) = 0;
+  virtual Status unpack_async(const std::vector<MoveJob> &jobs, Fence &done) = 0;
+  // Whether the work before `f` finished (never blocks), and waiting for it. Each wait
+  // that blocks is one synchronization (counted, see synchronizations()).
+  virtual bool query(const Fence &f) = 0;
+  virtual Status wait(const Fence &f) = 0;
+  // How many times this process waited for the GPU (all synchronizing calls).
+  virtual uint64_t synchronizations() = 0;
 
   // GPUs visible to this process, and the one this thread's calls use.
   virtual int device_count() = 0;

@@ -20,6 +20,10 @@ const std::vector<Knob> &knobs() {
        "staged. auto chooses by size and CUDA awareness (docs/using.md)."},
       {"TEMPI_PIPELINE_CHUNK", "4194304", "Bytes per chunk when a large message is packed or unpacked in a pipeline."},
       {"TEMPI_PIPELINE_THRESHOLD", "8388608", "Messages of at least this many packed bytes are pipelined."},
+      {"TEMPI_EAGER_SENDS", "0",
+       "1: a nonblocking send of GPU data packs and posts its message before it returns (one GPU "
+       "synchronization per send). 0: the pack is queued, packs are issued in batches, and each message is "
+       "posted by TEMPI's progress in later MPI calls (docs/using.md, \"Many messages in flight\")."},
   };
   return table;
 }
@@ -77,6 +81,12 @@ Config parse_config(const std::function<const char *(const char *)> &lookup) {
       c.method = Method::Staged;
     else if (strcasecmp(v, "auto"))
       warn_invalid("TEMPI_METHOD", v);
+  }
+  if (const char *v = lookup("TEMPI_EAGER_SENDS")) {
+    if (!std::strcmp(v, "1"))
+      c.eager_sends = true;
+    else if (std::strcmp(v, "0"))
+      warn_invalid("TEMPI_EAGER_SENDS", v);
   }
   if (const char *v = lookup("TEMPI_PIPELINE_CHUNK")) parse_bytes("TEMPI_PIPELINE_CHUNK", v, c.pipeline_chunk);
   if (const char *v = lookup("TEMPI_PIPELINE_THRESHOLD"))

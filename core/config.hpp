@@ -31,6 +31,7 @@ struct Config {
   Method method = Method::Auto;
   int64_t pipeline_chunk = 0;      // bytes per pipelined chunk
   int64_t pipeline_threshold = 0;  // messages at least this large are pipelined
+  bool eager_sends = false;        // nonblocking GPU sends pack and post before returning
 };
 
 // Parses `lookup(name)` (nullptr when unset) for each knob. Invalid values log a

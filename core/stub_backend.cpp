@@ -22,6 +22,11 @@ class StubBackend final : public Backend {
   Status pack_staged(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
   Status unpack_staged(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
   Status acquire(ScratchKind, size_t, Scratch &) override { return Status::Unsupported; }
+  Status pack_async(const std::vector<MoveJob> &, Fence &) override { return Status::Unsupported; }
+  Status unpack_async(const std::vector<MoveJob> &, Fence &) override { return Status::Unsupported; }
+  bool query(const Fence &) override { return true; }
+  Status wait(const Fence &) override { return Status::Ok; }
+  uint64_t synchronizations() override { return 0; }
   int device_count() override { return 0; }
   Status select_device(int) override { return Status::Unsupported; }
   int device_of(const void *) override { return -1; }

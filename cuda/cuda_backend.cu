@@ -3,6 +3,7 @@
 // memory that kernels cannot touch.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -26,6 +27,56 @@ constexpr int64_t kUnitBytes = 2048;  // work per warp in block-list kernels
 // (H200, bench_p2p, 2026-11-22). The engines take each row separately, so objects of
 // many short rows go to the kernel.
 constexpr int64_t kMaxPitchedRows = 1024;
+
+std::atomic<uint64_t> g_synchronizations{0};
+
+// Every wait for the GPU goes through here, so that it is counted.
+cudaError_t synchronize(cudaStream_t stream) {
+  g_synchronizations.fetch_add(1, std::memory_order_relaxed);
+  return cudaStreamSynchronize(stream);
+}
+
+// Events that mark the end of asynchronous work, reused: creating one costs more than
+// recording it. One pool per device (an event belongs to the device it was made on).
+class EventPool {
+ public:
+  Status take(cudaEvent_t &out) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_.empty()) {
+        out = free_.back();
+        free_.pop_back();
+        return Status::Ok;
+      }
+    }
+    TEMPI_CUDA(cudaEventCreateWithFlags(&out, cudaEventDisableTiming));
+    return Status::Ok;
+  }
+  void give_back(cudaEvent_t e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(e);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<cudaEvent_t> free_;
+};
+
+EventPool &event_pool(int device) {
+  static EventPool *pools = new EventPool[kMaxDevices];  // immortal, like the buffer pools
+  return pools[device];
+}
+
+// What a Fence holds on the GPU: the event after the work, and the device memory the
+// work uses until then.
+struct CudaFence {
+  int device = 0;
+  cudaEvent_t event = nullptr;
+  std::vector<std::shared_ptr<BufferPool::Lease>> temps;
+  ~CudaFence() {
+    if (event) event_pool(device).give_back(event);
+  }
+};
 
 int widest_word(uint64_t bits) {
   for (int w = 16; w > 1; w /= 2)
@@ -141,7 +192,7 @@ class CudaBackend final : public Backend {
     if (plan.contiguous()) {  // one DMA copy, no kernel
       const char *src = static_cast<const char *>(typed) + plan.start + plan.pattern[0].offset;
       TEMPI_CUDA(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDefault, stream));
-      TEMPI_CUDA(cudaStreamSynchronize(stream));
+      TEMPI_CUDA(synchronize(stream));
       return Status::Ok;
     }
     BufferPool::Lease staging;
@@ -161,7 +212,7 @@ class CudaBackend final : public Backend {
       TEMPI_CUDA(cudaMemcpyAsync(static_cast<char *>(host) + off, dev + off, end - off, cudaMemcpyDeviceToHost,
                                  cr.copy));
     }
-    TEMPI_CUDA(cudaStreamSynchronize(cr.copy));
+    TEMPI_CUDA(synchronize(cr.copy));
     return Status::Ok;
   }
 
@@ -173,7 +224,7 @@ class CudaBackend final : public Backend {
     if (plan.contiguous()) {
       char *dst = static_cast<char *>(typed) + plan.start + plan.pattern[0].offset;
       TEMPI_CUDA(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyDefault, stream));
-      TEMPI_CUDA(cudaStreamSynchronize(stream));
+      TEMPI_CUDA(synchronize(stream));
       return Status::Ok;
     }
     BufferPool::Lease staging;
@@ -193,9 +244,29 @@ class CudaBackend final : public Backend {
       TEMPI_CUDA(cudaStreamWaitEvent(stream, cr.ready, 0));
       TEMPI_TRY(run_kernel(plan, typed, dev + off, off, end, false, stream));
     }
-    TEMPI_CUDA(cudaStreamSynchronize(stream));
+    TEMPI_CUDA(synchronize(stream));
     return Status::Ok;
   }
+
+  Status pack_async(const std::vector<MoveJob> &jobs, Fence &done) override { return issue(jobs, true, done); }
+  Status unpack_async(const std::vector<MoveJob> &jobs, Fence &done) override { return issue(jobs, false, done); }
+
+  bool query(const Fence &f) override {
+    if (!f) return true;
+    const cudaError_t err = cudaEventQuery(static_cast<CudaFence *>(f.state.get())->event);
+    if (err == cudaErrorNotReady) return false;
+    if (err != cudaSuccess) cudaGetLastError();  // wait() reports it
+    return err == cudaSuccess;
+  }
+
+  Status wait(const Fence &f) override {
+    if (!f) return Status::Ok;
+    g_synchronizations.fetch_add(1, std::memory_order_relaxed);
+    TEMPI_CUDA(cudaEventSynchronize(static_cast<CudaFence *>(f.state.get())->event));
+    return Status::Ok;
+  }
+
+  uint64_t synchronizations() override { return g_synchronizations.load(std::memory_order_relaxed); }
 
   Status acquire(ScratchKind kind, size_t bytes, Scratch &out) override {
     auto lease = std::make_shared<BufferPool::Lease>();
@@ -224,6 +295,7 @@ class CudaBackend final : public Backend {
   void free_device(void *ptr) override { cudaFree(ptr); }
 
   Status copy(void *dst, const void *src, size_t bytes) override {
+    g_synchronizations.fetch_add(1, std::memory_order_relaxed);
     TEMPI_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
     return Status::Ok;
   }
@@ -296,13 +368,160 @@ class CudaBackend final : public Backend {
     return launch_irregular(a, word, typed, packed, to_packed, stream);
   }
 
+  // A job that can join a fused launch: a strided plan of few dimensions, 32-bit indices.
+  static bool describe_fused(const MoveJob &j, void *packed, FusedObject &o) {
+    const Plan &plan = *j.plan;
+    if (!plan.strided() || int(plan.dims.size()) > kMaxFusedDims) return false;
+    uint64_t bits = uint64_t(reinterpret_cast<uintptr_t>(j.typed)) | uint64_t(reinterpret_cast<uintptr_t>(packed)) |
+                    uint64_t(plan.start) | uint64_t(plan.pattern_size) | uint64_t(j.bytes);
+    for (const Dim &d : plan.dims) bits |= uint64_t(d.stride);
+    o.typed = j.typed;
+    o.packed = packed;
+    o.start = plan.start;
+    o.block = plan.pattern_size;
+    o.ndims = int(plan.dims.size());
+    for (int d = 0; d < o.ndims; ++d) {
+      o.counts[d] = plan.dims[d].count;
+      o.strides[d] = plan.dims[d].stride;
+    }
+    o.bytes = std::min(j.bytes, plan.packed_size());
+    o.word = widest_word(bits);
+    return fusable(o.ndims, o.bytes, o.word);
+  }
+
+  // Issues the jobs on this thread's stream and records the fence after them. Small
+  // strided objects share fused launches; the staged method's copies are issued around
+  // them (packed into one device area, then one copy per job to the host).
+  Status issue(const std::vector<MoveJob> &jobs, bool to_packed, Fence &done) {
+    cudaStream_t stream;
+    TEMPI_TRY(thread_stream(stream));
+    auto fence = std::make_shared<CudaFence>();
+    fence->device = current_device();
+    if (jobs.size() == 1) {
+      TEMPI_TRY(issue_one(jobs[0], to_packed, stream, *fence));
+    } else {
+      std::vector<FusedObject> fused;
+      std::vector<const MoveJob *> staged;  // fused jobs of the staged method
+      std::vector<size_t> staged_at;        // their offsets in the device area
+      std::vector<size_t> staged_object;    // their places in `fused`
+      size_t area = 0;
+      for (const MoveJob &j : jobs) {
+        if (j.bytes <= 0) continue;
+        FusedObject o;
+        const bool whole = j.transfer.method != Method::Staged || j.transfer.chunk >= j.bytes;
+        if (j.plan->contiguous() || !whole || !describe_fused(j, j.packed, o)) {
+          TEMPI_TRY(issue_one(j, to_packed, stream, *fence));
+          continue;
+        }
+        if (j.transfer.method == Method::Staged) {
+          staged.push_back(&j);
+          staged_at.push_back(area);
+          staged_object.push_back(fused.size());
+          area += (size_t(j.bytes) + 255) & ~size_t(255);
+        }
+        fused.push_back(o);
+      }
+      char *dev = nullptr;
+      if (area > 0) {
+        auto lease = std::make_shared<BufferPool::Lease>();
+        TEMPI_TRY(device_pool().acquire(area, *lease));
+        dev = static_cast<char *>(lease->get());
+        fence->temps.push_back(std::move(lease));
+        for (size_t k = 0; k < staged.size(); ++k) {
+          fused[staged_object[k]].packed = dev + staged_at[k];
+          if (!to_packed)
+            TEMPI_CUDA(cudaMemcpyAsync(dev + staged_at[k], staged[k]->packed, size_t(staged[k]->bytes),
+                                       cudaMemcpyHostToDevice, stream));
+        }
+      }
+      for (size_t k = 0; k < fused.size(); k += kMaxFusedObjects)
+        TEMPI_TRY(launch_fused(fused.data() + k, int(std::min<size_t>(kMaxFusedObjects, fused.size() - k)),
+                               to_packed, stream));
+      if (to_packed)
+        for (size_t k = 0; k < staged.size(); ++k)
+          TEMPI_CUDA(cudaMemcpyAsync(staged[k]->packed, dev + staged_at[k], size_t(staged[k]->bytes),
+                                     cudaMemcpyDeviceToHost, stream));
+    }
+    TEMPI_TRY(event_pool(fence->device).take(fence->event));
+    TEMPI_CUDA(cudaEventRecord(fence->event, stream));
+    done.state = std::move(fence);
+    return Status::Ok;
+  }
+
+  // One job alone, as the synchronous entry points do it but without waiting.
+  Status issue_one(const MoveJob &j, bool to_packed, cudaStream_t stream, CudaFence &fence) {
+    const Plan &plan = *j.plan;
+    const int64_t bytes = std::min(j.bytes, plan.packed_size());
+    if (bytes <= 0) return Status::Ok;
+    void *typed = j.typed;
+    if (plan.contiguous()) {  // one copy by the copy engines
+      char *run = static_cast<char *>(typed) + plan.start + plan.pattern[0].offset;
+      TEMPI_CUDA(cudaMemcpyAsync(to_packed ? j.packed : run, to_packed ? run : j.packed, size_t(bytes),
+                                 cudaMemcpyDefault, stream));
+      return Status::Ok;
+    }
+    switch (j.transfer.method) {
+      case Method::OneShot: {
+        bool copied = false;
+        TEMPI_TRY(pitched_copy(plan, typed, j.packed, bytes, to_packed, stream, copied));
+        if (copied) return Status::Ok;
+        return run_kernel(plan, typed, j.packed, 0, bytes, to_packed, stream);
+      }
+      case Method::Staged:
+        return issue_staged(j, bytes, to_packed, stream, fence);
+      default:
+        return run_kernel(plan, typed, j.packed, 0, bytes, to_packed, stream);
+    }
+  }
+
+  // The staged method without waiting: chunk k+1 packed while chunk k is copied (or the
+  // reverse), the copies on a second stream that the thread's stream then waits for.
+  Status issue_staged(const MoveJob &j, int64_t bytes, bool to_packed, cudaStream_t stream, CudaFence &fence) {
+    auto lease = std::make_shared<BufferPool::Lease>();
+    TEMPI_TRY(device_pool().acquire(size_t(bytes), *lease));
+    char *dev = static_cast<char *>(lease->get());
+    fence.temps.push_back(std::move(lease));
+    const int64_t chunk = j.transfer.chunk > 0 ? j.transfer.chunk : bytes;
+    char *host = static_cast<char *>(j.packed);
+    if (chunk >= bytes) {  // one chunk: all on one stream
+      if (!to_packed) TEMPI_CUDA(cudaMemcpyAsync(dev, host, size_t(bytes), cudaMemcpyHostToDevice, stream));
+      TEMPI_TRY(run_kernel(*j.plan, j.typed, dev, 0, bytes, to_packed, stream));
+      if (to_packed) TEMPI_CUDA(cudaMemcpyAsync(host, dev, size_t(bytes), cudaMemcpyDeviceToHost, stream));
+      return Status::Ok;
+    }
+    CopyResources cr;
+    TEMPI_TRY(thread_copy_resources(cr));
+    // The copy stream must not start before earlier work on this thread's stream.
+    TEMPI_CUDA(cudaEventRecord(cr.ready, stream));
+    TEMPI_CUDA(cudaStreamWaitEvent(cr.copy, cr.ready, 0));
+    for (int64_t off = 0; off < bytes; off += chunk) {
+      const int64_t end = std::min(bytes, off + chunk);
+      if (to_packed) {
+        TEMPI_TRY(run_kernel(*j.plan, j.typed, dev + off, off, end, true, stream));
+        TEMPI_CUDA(cudaEventRecord(cr.ready, stream));
+        TEMPI_CUDA(cudaStreamWaitEvent(cr.copy, cr.ready, 0));
+        TEMPI_CUDA(cudaMemcpyAsync(host + off, dev + off, size_t(end - off), cudaMemcpyDeviceToHost, cr.copy));
+      } else {
+        TEMPI_CUDA(cudaMemcpyAsync(dev + off, host + off, size_t(end - off), cudaMemcpyHostToDevice, cr.copy));
+        TEMPI_CUDA(cudaEventRecord(cr.ready, cr.copy));
+        TEMPI_CUDA(cudaStreamWaitEvent(stream, cr.ready, 0));
+        TEMPI_TRY(run_kernel(*j.plan, j.typed, dev + off, off, end, false, stream));
+      }
+    }
+    if (to_packed) {  // the fence on this thread's stream covers the last copy
+      TEMPI_CUDA(cudaEventRecord(cr.ready, cr.copy));
+      TEMPI_CUDA(cudaStreamWaitEvent(stream, cr.ready, 0));
+    }
+    return Status::Ok;
+  }
+
   Status run_synchronously(const Plan &plan, void *typed, void *packed, int64_t first, int64_t last, bool to_packed) {
     last = std::min(last, plan.packed_size());
     if (last <= first) return Status::Ok;
     cudaStream_t stream;
     TEMPI_TRY(thread_stream(stream));
     TEMPI_TRY(run_kernel(plan, typed, packed, first, last, to_packed, stream));
-    TEMPI_CUDA(cudaStreamSynchronize(stream));
+    TEMPI_CUDA(synchronize(stream));
     return Status::Ok;
   }
 
@@ -314,7 +533,7 @@ class CudaBackend final : public Backend {
     bool copied = false;
     TEMPI_TRY(pitched_copy(plan, typed, host, bytes, to_host, stream, copied));
     if (!copied) return run_synchronously(plan, typed, host, 0, bytes, to_host);
-    TEMPI_CUDA(cudaStreamSynchronize(stream));
+    TEMPI_CUDA(synchronize(stream));
     return Status::Ok;
   }
 
@@ -396,10 +615,10 @@ class CudaBackend final : public Backend {
       if (to_packed) {
         host_pack(plan, typed, staging.get(), first, last);
         TEMPI_CUDA(cudaMemcpyAsync(packed, staging.get(), bytes, cudaMemcpyDefault, stream));
-        TEMPI_CUDA(cudaStreamSynchronize(stream));
+        TEMPI_CUDA(synchronize(stream));
       } else {
         TEMPI_CUDA(cudaMemcpyAsync(staging.get(), packed, bytes, cudaMemcpyDefault, stream));
-        TEMPI_CUDA(cudaStreamSynchronize(stream));
+        TEMPI_CUDA(synchronize(stream));
         host_unpack(plan, staging.get(), typed, first, last);
       }
       return Status::Ok;
@@ -415,7 +634,7 @@ class CudaBackend final : public Backend {
       TEMPI_CUDA(cudaMemcpyAsync(staging.get(), packed, bytes, cudaMemcpyHostToDevice, stream));
       TEMPI_TRY(run_kernel(plan, typed, staging.get(), first, last, false, stream));
     }
-    TEMPI_CUDA(cudaStreamSynchronize(stream));
+    TEMPI_CUDA(synchronize(stream));
     return Status::Ok;
   }
 

@@ -139,6 +139,65 @@ __global__ void __launch_bounds__(kThreads) irregular(IrregularArgs a, int64_t f
   }
 }
 
+// Fused launches (kernel fusion over a table of small objects): one launch instead of
+// one per object, since a launch costs as much as moving tens of kilobytes.
+struct FusedDev {
+  const uint8_t *src;
+  uint8_t *dst;
+  int64_t start;
+  uint32_t word, words_per_block, nwords, first_block;
+  FastDiv per_block;
+  int ndims;
+  FastDiv dims[kMaxFusedDims];
+  int64_t strides[kMaxFusedDims];
+};
+struct FusedBatch {
+  int n;
+  FusedDev objects[kMaxFusedObjects];
+};
+
+template <int W, bool ToPacked>
+__device__ __forceinline__ void fused_object(const FusedDev &o, uint32_t i, uint32_t step) {
+  using T = typename WordOf<W>::type;
+  for (; i < o.nwords; i += step) {
+    uint32_t row = o.per_block.div(i);
+    int64_t off = o.start + int64_t(i - row * o.words_per_block) * W;
+    for (int d = 0; d < o.ndims; ++d) {
+      const uint32_t next = o.dims[d].div(row);
+      off += int64_t(row - next * o.dims[d].d) * o.strides[d];
+      row = next;
+    }
+    if (ToPacked)
+      reinterpret_cast<T *>(o.dst)[i] = *reinterpret_cast<const T *>(o.src + off);
+    else
+      *reinterpret_cast<T *>(o.dst + off) = reinterpret_cast<const T *>(o.src)[i];
+  }
+}
+
+template <bool ToPacked>
+__global__ void __launch_bounds__(kThreads) fused(const __grid_constant__ FusedBatch b) {
+  int j = 0;
+  while (j + 1 < b.n && blockIdx.x >= b.objects[j + 1].first_block) ++j;
+  const FusedDev &o = b.objects[j];
+  const uint32_t nblocks = (j + 1 < b.n ? b.objects[j + 1].first_block : gridDim.x) - o.first_block;
+  const uint32_t i = (blockIdx.x - o.first_block) * blockDim.x + threadIdx.x, step = nblocks * blockDim.x;
+  switch (o.word) {
+    case 16: return fused_object<16, ToPacked>(o, i, step);
+    case 8: return fused_object<8, ToPacked>(o, i, step);
+    case 4: return fused_object<4, ToPacked>(o, i, step);
+    case 2: return fused_object<2, ToPacked>(o, i, step);
+    default: return fused_object<1, ToPacked>(o, i, step);
+  }
+}
+
+// Thread blocks for one object of a fused launch: about two words per thread, capped
+// so that one large object does not hold the others back.
+uint32_t fused_blocks(uint32_t nwords) {
+  constexpr uint32_t kWordsPerBlock = 2 * kThreads, kMaxBlocks = 1024;
+  const uint32_t b = (nwords + kWordsPerBlock - 1) / kWordsPerBlock;
+  return b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b);
+}
+
 int grid_for(int64_t threads_needed) {
   static int max_blocks = [] {
     int dev = 0, sms = 1, per_sm = 2048;
@@ -224,6 +283,45 @@ Status launch_strided(const StridedArgs &a, int word, const void *typed, void *p
   else
     dispatch_strided<false>(a, word, static_cast<const uint8_t *>(packed), static_cast<uint8_t *>(const_cast<void *>(typed)),
                             stream);
+  TEMPI_CUDA(cudaGetLastError());
+  return Status::Ok;
+}
+
+bool fusable(int ndims, int64_t bytes, int word) {
+  return ndims <= kMaxFusedDims && bytes > 0 && bytes / word < (int64_t(1) << 31);
+}
+
+Status launch_fused(const FusedObject *objects, int n, bool to_packed, cudaStream_t stream) {
+  FusedBatch b;
+  b.n = 0;
+  uint32_t blocks = 0;
+  for (int k = 0; k < n; ++k) {
+    const FusedObject &o = objects[k];
+    FusedDev &d = b.objects[b.n];
+    const uint8_t *typed = static_cast<const uint8_t *>(o.typed);
+    uint8_t *packed = static_cast<uint8_t *>(o.packed);
+    d.src = to_packed ? typed : packed;
+    d.dst = to_packed ? packed : const_cast<uint8_t *>(typed);
+    d.start = o.start;
+    d.word = uint32_t(o.word);
+    d.words_per_block = uint32_t(o.block / o.word);
+    d.per_block = FastDiv(d.words_per_block);
+    d.nwords = uint32_t(o.bytes / o.word);
+    d.ndims = o.ndims;
+    for (int i = 0; i < o.ndims; ++i) {
+      // A dimension's count only divides row indices below nwords, which fit 32 bits.
+      d.dims[i] = FastDiv(uint32_t(o.counts[i] < (int64_t(1) << 31) ? o.counts[i] : (int64_t(1) << 31)));
+      d.strides[i] = o.strides[i];
+    }
+    d.first_block = blocks;
+    blocks += fused_blocks(d.nwords);
+    ++b.n;
+  }
+  if (b.n == 0) return Status::Ok;
+  if (to_packed)
+    fused<true><<<blocks, kThreads, 0, stream>>>(b);
+  else
+    fused<false><<<blocks, kThreads, 0, stream>>>(b);
   TEMPI_CUDA(cudaGetLastError());
   return Status::Ok;
 }

@@ -44,6 +44,26 @@ struct IrregularArgs {
   int64_t first = 0, last = 0;
 };
 
+// One strided object of a fused launch: bytes [0, bytes) of its packed stream, between
+// `typed` and `packed` (both GPU-accessible: device, managed or mapped pinned memory).
+constexpr int kMaxFusedDims = 4;     // repetition dimensions above the block
+constexpr int kMaxFusedObjects = 48;  // objects per launch (the kernel's parameter space)
+struct FusedObject {
+  const void *typed = nullptr;
+  void *packed = nullptr;
+  int64_t start = 0, block = 0;
+  int ndims = 0;
+  int64_t counts[kMaxFusedDims] = {};
+  int64_t strides[kMaxFusedDims] = {};
+  int64_t bytes = 0;
+  int word = 1;  // access width dividing block, strides, start, bytes and both addresses
+};
+// Whether an object of this shape can be one of a fused launch (32-bit word indices).
+bool fusable(int ndims, int64_t bytes, int word);
+// Moves every object (at most kMaxFusedObjects) with one kernel launch: thread blocks
+// are dealt to the objects by size, each object with its own access width.
+Status launch_fused(const FusedObject *objects, int n, bool to_packed, cudaStream_t stream);
+
 // `word` is the access width in bytes (1, 2, 4, 8 or 16) dividing every offset,
 // length and address involved.
 Status launch_strided(const StridedArgs &a, int word, const void *typed, void *packed, bool to_packed,

@@ -90,7 +90,8 @@ void BufferPool::give_back(Buffer b) {
   const size_t c = size_class(b.size());
   std::lock_guard<std::mutex> lock(mutex_);
   if (free_.size() <= c) free_.resize(c + 1);
-  if (free_[c].size() < kKeepPerClass) free_[c].push_back(std::move(b));
+  if (free_[c].size() < kKeepPerClass || (free_[c].size() + 1) * b.size() <= kKeepBytesPerClass)
+    free_[c].push_back(std::move(b));
 }
 
 BufferPool::Lease::~Lease() {

@@ -102,7 +102,11 @@ class BufferPool {
 
  private:
   void give_back(Buffer b);
+  // Kept per size class: at least 4 buffers, and as many as fit in 64 MiB, so that the
+  // tens of messages of one halo exchange (each with its staging) reuse their buffers
+  // at the next exchange instead of paying cudaHostAlloc / cudaMalloc each time.
   static constexpr size_t kKeepPerClass = 4;
+  static constexpr size_t kKeepBytesPerClass = size_t(64) << 20;
   Buffer::Kind kind_;
   std::mutex mutex_;
   std::vector<std::vector<Buffer>> free_;  // by log2 of size

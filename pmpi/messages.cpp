@@ -124,47 +124,69 @@ Method requested_method() {
 
 void set_requested_method(Method m) { g_method.store(int(m), std::memory_order_relaxed); }
 
-int prepare_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
-                 Outgoing &out) {
+int plan_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
+              SendPlan &sp, Outgoing &out) {
   out.buf = buf;
   out.count = count;
   out.type = type;
   Decision d = decide(buf, count, type, peer);
+  sp.kind = SendPlan::Kind::PassThrough;
   if (!d.info) return MPI_SUCCESS;
   Backend &b = gpu_backend();
-  const OnDeviceOf on_its_gpu(buf);
+  const OnDeviceOf on_its_gpu(buf);  // device staging comes from this GPU's pool
 
-  if (!d.plannable) {  // copy the whole region to the host; the MPI library packs it
+  if (!d.plannable) {  // the whole region goes to the host; the MPI library packs it
     int64_t lo, bytes;
     span_of(count, type, lo, bytes);
     if (b.acquire(ScratchKind::Pinned, size_t(bytes), out.staging) != Status::Ok)
       return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in pinned host memory", call,
                          (long long)bytes);
-    if (const Status st = b.copy(out.staging.ptr, static_cast<const char *>(buf) + lo, size_t(bytes));
-        st != Status::Ok)
-      return raise_error(comm, MPI_ERR_INTERN, "%s: copying GPU data to the host failed: %s", call, to_string(st));
+    sp.kind = SendPlan::Kind::Region;
+    sp.region_lo = lo;
+    sp.region_bytes = bytes;
     out.buf = static_cast<const char *>(out.staging.ptr) - lo;
     return MPI_SUCCESS;
   }
 
   const int64_t bytes = d.plan.packed_size();
   if (const int err = acquire_staging(d.transfer, bytes, comm, call, out.staging)) return err;
+  sp.kind = SendPlan::Kind::Pack;
+  sp.info = std::move(d.info);
+  sp.plan = std::move(d.plan);
+  sp.transfer = d.transfer;
+  out.buf = out.staging.ptr;
+  return wire_type(bytes, comm, out.count, out.type, out.wire_type);
+}
+
+int prepare_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
+                 Outgoing &out) {
+  SendPlan sp;
+  if (const int err = plan_send(buf, count, type, peer, comm, call, sp, out)) return err;
+  if (sp.kind == SendPlan::Kind::PassThrough) return MPI_SUCCESS;
+  Backend &b = gpu_backend();
+  const OnDeviceOf on_its_gpu(buf);
+  if (sp.kind == SendPlan::Kind::Region) {
+    const Status st = b.copy(out.staging.ptr, static_cast<const char *>(buf) + sp.region_lo, size_t(sp.region_bytes));
+    if (st != Status::Ok)
+      return raise_error(comm, MPI_ERR_INTERN, "%s: copying GPU data to the host failed: %s", call, to_string(st));
+    return MPI_SUCCESS;
+  }
+  const int64_t bytes = sp.plan.packed_size();
   Status st;
-  switch (d.transfer.method) {
+  switch (sp.transfer.method) {
     case Method::Staged:
-      st = b.pack_staged(d.plan, buf, out.staging.ptr, bytes, d.transfer.chunk);
+      st = b.pack_staged(sp.plan, buf, out.staging.ptr, bytes, sp.transfer.chunk);
       break;
     case Method::OneShot:
-      st = b.pack_to_host(d.plan, buf, out.staging.ptr, bytes);
+      st = b.pack_to_host(sp.plan, buf, out.staging.ptr, bytes);
       break;
     default:
-      st = b.pack_accessible(d.plan, buf, out.staging.ptr, 0, bytes);
+      st = b.pack_accessible(sp.plan, buf, out.staging.ptr, 0, bytes);
   }
   if (st != Status::Ok)
     return raise_error(comm, MPI_ERR_INTERN, "%s: packing GPU data (%s method) failed: %s", call,
-                       to_string(d.transfer.method), to_string(st));
-  out.buf = out.staging.ptr;
-  return wire_type(bytes, comm, out.count, out.type, out.wire_type);
+                       to_string(sp.transfer.method), to_string(st));
+  return MPI_SUCCESS;
 }
 
 int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call, Incoming &in) {
@@ -202,13 +224,86 @@ int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm com
   return wire_type(capacity, comm, in.count, in.type, in.wire_type);
 }
 
-int finish_recv(Incoming &in, const MPI_Status &status, int err) {
-  if (in.after == Incoming::After::Nothing || in.finished) return MPI_SUCCESS;
+namespace {
+
+// Whether a completed receive has data for TEMPI to move (marks it finished either way).
+bool has_data_to_move(Incoming &in, const MPI_Status &status, int err) {
+  if (in.after == Incoming::After::Nothing || in.finished) return false;
   in.finished = true;
-  if (err != MPI_SUCCESS) return MPI_SUCCESS;  // the MPI library reported it already
+  if (err != MPI_SUCCESS) return false;  // the MPI library reported it already
   int cancelled = 0;
   PMPI_Test_cancelled(&status, &cancelled);
-  if (cancelled) return MPI_SUCCESS;
+  return !cancelled;
+}
+
+int unpack_failed(const Incoming &in, Status st) {
+  return raise_error(in.comm, MPI_ERR_INTERN, "moving received data to the GPU (%s method) failed: %s",
+                     to_string(in.transfer.method), to_string(st));
+}
+
+}  // namespace
+
+int finish_recvs(std::vector<Finishing> &batch) {
+  // One receive alone takes the synchronous path (pitched copies for small objects).
+  size_t unpacks = 0;
+  for (const Finishing &f : batch) unpacks += f.in->after == Incoming::After::Unpack && !f.in->finished;
+  if (unpacks <= 1) {
+    int first = MPI_SUCCESS;
+    for (Finishing &f : batch) {
+      f.result = finish_recv(*f.in, f.status, f.err);
+      if (first == MPI_SUCCESS) first = f.result;
+    }
+    return first;
+  }
+  // Every unpack is issued before one wait per GPU.
+  Backend &b = gpu_backend();
+  struct OnGpu {
+    int device;
+    std::vector<MoveJob> jobs;
+    std::vector<Finishing *> owners;
+  };
+  std::vector<OnGpu> gpus;
+  int first = MPI_SUCCESS;
+  for (Finishing &f : batch) {
+    Incoming &in = *f.in;
+    if (in.after == Incoming::After::CopyBack) {
+      f.result = finish_recv(in, f.status, f.err);
+      if (first == MPI_SUCCESS) first = f.result;
+      continue;
+    }
+    if (!has_data_to_move(in, f.status, f.err)) continue;
+    MPI_Count received = 0;
+    PMPI_Get_elements_x(&f.status, MPI_BYTE, &received);
+    if (received <= 0) continue;
+    const int device = b.device_of(in.user);
+    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const OnGpu &o) { return o.device == device; });
+    if (g == gpus.end()) g = gpus.insert(gpus.end(), OnGpu{device, {}, {}});
+    g->jobs.push_back({&in.plan, in.user, in.staging.ptr, int64_t(received), in.transfer});
+    g->owners.push_back(&f);
+  }
+  std::vector<Fence> fences(gpus.size());
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const int previous = gpus[i].device >= 0 ? b.use_device(gpus[i].device) : -1;
+    const Status st = b.unpack_async(gpus[i].jobs, fences[i]);
+    if (previous >= 0) b.use_device(previous);
+    if (st != Status::Ok)
+      for (Finishing *f : gpus[i].owners) f->result = unpack_failed(*f->in, st);
+  }
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const int previous = gpus[i].device >= 0 ? b.use_device(gpus[i].device) : -1;
+    const Status st = b.wait(fences[i]);
+    if (previous >= 0) b.use_device(previous);
+    if (st != Status::Ok)
+      for (Finishing *f : gpus[i].owners)
+        if (f->result == MPI_SUCCESS) f->result = unpack_failed(*f->in, st);
+  }
+  for (const Finishing &f : batch)
+    if (first == MPI_SUCCESS) first = f.result;
+  return first;
+}
+
+int finish_recv(Incoming &in, const MPI_Status &status, int err) {
+  if (!has_data_to_move(in, status, err)) return MPI_SUCCESS;
   Backend &b = gpu_backend();
   const OnDeviceOf on_its_gpu(in.user);
   Status st;
@@ -228,9 +323,7 @@ int finish_recv(Incoming &in, const MPI_Status &status, int err) {
         st = b.unpack_accessible(in.plan, in.staging.ptr, in.user, 0, received);
     }
   }
-  if (st != Status::Ok)
-    return raise_error(in.comm, MPI_ERR_INTERN, "moving received data to the GPU (%s method) failed: %s",
-                       to_string(in.transfer.method), to_string(st));
+  if (st != Status::Ok) return unpack_failed(in, st);
   return MPI_SUCCESS;
 }
 

@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <vector>
 
 #include "backend.hpp"
 #include "method.hpp"
@@ -44,8 +45,24 @@ struct Outgoing {
   OwnedType wire_type;
 };
 
-// Packs (buf, count, type) when it is GPU data TEMPI handles; otherwise `out` holds the
-// user's arguments. Returns an MPI error code (raised on `comm`).
+// How a send's data reaches the MPI library: the user's arguments (PassThrough), a host
+// copy of the whole region that the library packs itself (Region: types TEMPI cannot
+// plan), or packed by TEMPI (Pack).
+struct SendPlan {
+  enum class Kind { PassThrough, Region, Pack };
+  Kind kind = Kind::PassThrough;
+  std::shared_ptr<const TypeInfo> info;  // Pack: keeps device-side plan data alive
+  Plan plan;
+  Transfer transfer{Method::Staged, 0};
+  int64_t region_lo = 0, region_bytes = 0;  // Region: the bytes around the buffer
+};
+
+// Everything a send needs before its data moves: the decision, staging, and in `out`
+// the arguments for the MPI library. Returns an MPI error code (raised on `comm`).
+int plan_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
+              SendPlan &sp, Outgoing &out);
+
+// plan_send, then the data moved into the staging (completes before returning).
 int prepare_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
                  Outgoing &out);
 
@@ -76,6 +93,16 @@ int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm com
 // After the MPI library completed the receive with `status` and error `err`: moves
 // what arrived into the user's buffer (nothing when cancelled or failed).
 int finish_recv(Incoming &in, const MPI_Status &status, int err);
+
+// finish_recv for receives that completed together: their unpacks are issued together
+// and waited for once per GPU. Each entry's own error goes to `result`; returns the first.
+struct Finishing {
+  Incoming *in;
+  MPI_Status status;
+  int err;
+  int result = MPI_SUCCESS;
+};
+int finish_recvs(std::vector<Finishing> &batch);
 
 // The method that TEMPI_METHOD requested, or what TEMPIX_Set_method set since.
 Method requested_method();

@@ -1,5 +1,6 @@
 #include "requests.hpp"
 
+#include "engine.hpp"
 #include "forward.hpp"
 
 namespace tempi {
@@ -36,9 +37,16 @@ void RequestTable::progress_detached() {
   }
   std::vector<std::pair<MPI_Request, std::unique_ptr<Pending>>> still;
   for (auto &[req, p] : mine) {
-    int flag = 0;
+    int flag = 0, err = MPI_SUCCESS;
     MPI_Status st;
-    const int err = TEMPI_NEXT(MPI_Test)(&req, &flag, &st);
+    if (p->send) {  // a deferred send: the library's request, once the engine posted it
+      MPI_Request inner = posted_request(*p->send, err);
+      if (inner != MPI_REQUEST_NULL) err = TEMPI_NEXT(MPI_Test)(&inner, &flag, &st);
+      p->send->inner = inner;
+      if (flag || err != MPI_SUCCESS) finish_outer(req);
+    } else {
+      err = TEMPI_NEXT(MPI_Test)(&req, &flag, &st);
+    }
     if (flag || err != MPI_SUCCESS)
       complete(std::move(p), st, err);  // nobody is left to report an error to
     else
@@ -56,9 +64,17 @@ void RequestTable::drain_detached() {
     mine.swap(detached_);
     size_.store(live_.size(), std::memory_order_release);
   }
+  flush_sends();
   for (auto &[req, p] : mine) {
     MPI_Status st;
-    const int err = TEMPI_NEXT(MPI_Wait)(&req, &st);
+    int err = MPI_SUCCESS;
+    if (p->send) {
+      MPI_Request inner = posted_request(*p->send, err);
+      if (inner != MPI_REQUEST_NULL) err = TEMPI_NEXT(MPI_Wait)(&inner, &st);
+      finish_outer(req);
+    } else {
+      err = TEMPI_NEXT(MPI_Wait)(&req, &st);
+    }
     complete(std::move(p), st, err);
   }
 }

@@ -16,9 +16,15 @@
 
 namespace tempi {
 
+struct DeferredSend;  // engine.hpp
+
+// What a tracked request's completion must do. The application's handle is the
+// library's own request for receives and for sends posted at once; for a send that the
+// engine defers it is a generalized request standing for `send`.
 struct Pending {
-  Outgoing out;  // a send: its packed bytes live until it completes
-  Incoming in;   // a receive: unpacked when it completes
+  Outgoing out;                        // a send: its packed bytes live until it completes
+  Incoming in;                         // a receive: unpacked when it completes
+  std::shared_ptr<DeferredSend> send;  // a deferred send
 };
 
 class RequestTable {
@@ -48,7 +54,8 @@ class RequestTable {
 RequestTable &requests();
 
 // TEMPI's part of completing a request that the MPI library completed with `status`
-// and error `err` (this request's own error). Returns the error to report.
+// and error `err` (this request's own error). Returns the error to report. The
+// application's generalized request of a deferred send is finished by the caller.
 int complete(std::unique_ptr<Pending> p, const MPI_Status &status, int err);
 
 }  // namespace tempi

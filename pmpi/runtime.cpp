@@ -65,7 +65,7 @@ void on_mpi_initialized() { active(); }
 
 void on_mpi_finalizing() {
   if (!g_active.load()) return;
-  requests().drain_detached();  // requests the application freed must still finish
+  requests().drain_detached();  // requests the application freed must still finish (posts deferred sends)
   g_active = false;
   g_finalized = true;
   type_cache().clear();

@@ -1,9 +1,13 @@
 // Every call that can complete a request. While TEMPI tracks no request they forward
-// at once; otherwise the tracked entries among the call's requests are taken out of
-// the table first, and after the call each one whose handle the MPI library set to
-// MPI_REQUEST_NULL is completed (a receive is unpacked) and the rest go back.
+// at once. Otherwise the engine first posts every deferred send (engine.hpp), the
+// tracked entries among the call's requests are taken out of the table, and the library
+// gets a copy of the array in which each deferred send's generalized request is replaced
+// by the library's own request for it. After the call, the receives it completed are
+// unpacked together (one wait per GPU), completed sends release their staging and their
+// generalized requests, and the rest go back to the table.
 #include <vector>
 
+#include "engine.hpp"
 #include "forward.hpp"
 #include "requests.hpp"
 #include "runtime.hpp"
@@ -14,56 +18,102 @@ namespace {
 
 bool tracking() { return active() && !requests().empty(); }
 
-class Taken {
+class Completion {
  public:
-  Taken(int n, MPI_Request *reqs) : reqs_(reqs) {
+  Completion(int n, MPI_Request *reqs) : n_(n), user_(reqs) {
+    flush_sends();
     requests().progress_detached();
     if (requests().empty()) return;
     for (int i = 0; i < n; ++i)
       if (std::unique_ptr<Pending> p = requests().take(reqs[i])) entries_.push_back({i, reqs[i], std::move(p)});
-  }
-  Taken(const Taken &) = delete;
-  Taken &operator=(const Taken &) = delete;
-
-  ~Taken() {
+    if (entries_.empty()) return;
+    actual_.assign(reqs, reqs + n);
     for (Entry &e : entries_) {
-      if (!e.pending) continue;
-      if (reqs_[e.index] == MPI_REQUEST_NULL) {
-        MPI_Status none{};  // completed on an error path that gave no status: release only
-        complete(std::move(e.pending), none, MPI_ERR_OTHER);
-      } else {
-        requests().add(e.handle, std::move(e.pending));
-      }
+      if (!e.pending->send) continue;
+      int err = MPI_SUCCESS;
+      actual_[size_t(e.index)] = posted_request(*e.pending->send, err);
+      if (err != MPI_SUCCESS && failed_ < 0) failed_ = e.index;
     }
+  }
+  Completion(const Completion &) = delete;
+  Completion &operator=(const Completion &) = delete;
+  ~Completion() {  // entries not completed go back (an early return of the caller included)
+    for (Entry &e : entries_)
+      if (e.pending) requests().add(e.handle, std::move(e.pending));
   }
 
   bool any() const { return !entries_.empty(); }
+  // The array to give the library.
+  MPI_Request *actual() { return actual_.data(); }
+  // A deferred send among the requests whose message could not be posted (-1: none):
+  // the calls that complete any one request report it at once.
+  int failed_send() const { return failed_; }
 
-  // Request `index` completed in the call with `status` and its error `err` (a no-op
-  // when it is not tracked or the MPI library did not complete it).
-  int finish(int index, const MPI_Status &status, int err) {
+  // Request `index` may have completed in the call with `*status` and its error `err`.
+  void completed(int index, MPI_Status *status, int err) {
     for (Entry &e : entries_)
-      if (e.index == index && e.pending && reqs_[index] == MPI_REQUEST_NULL)
-        return complete(std::move(e.pending), status, err);
-    return MPI_SUCCESS;
+      if (e.index == index && e.pending && actual_[size_t(index)] == MPI_REQUEST_NULL) {
+        e.status = status;
+        e.err = err;
+        e.done = true;
+      }
   }
 
-  // MPI_Request_get_status found request `index` complete: its data must be in place
-  // now, but the request lives until a completion call frees it.
-  int finish_early(int index, const MPI_Status &status) {
+  // Ends the call: TEMPI's part of every completed request, and the handles back into
+  // the application's array. Returns TEMPI's first error.
+  int finish() {
+    int first = MPI_SUCCESS;
+    std::vector<Finishing> recvs;
     for (Entry &e : entries_)
-      if (e.index == index && e.pending) return finish_recv(e.pending->in, status, MPI_SUCCESS);
-    return MPI_SUCCESS;
+      if (e.done && !e.pending->send) recvs.push_back({&e.pending->in, *e.status, e.err});
+    if (!recvs.empty()) first = finish_recvs(recvs);
+    for (size_t k = 0, r = 0; k < entries_.size(); ++k)
+      if (entries_[k].done && !entries_[k].pending->send && recvs[r++].result != MPI_SUCCESS)
+        entries_[k].status->MPI_ERROR = recvs[r - 1].result;
+    for (Entry &e : entries_) {
+      if (!e.done || !e.pending->send) continue;
+      int err = MPI_SUCCESS;
+      posted_request(*e.pending->send, err);
+      if (err != MPI_SUCCESS) {
+        e.status->MPI_ERROR = err;
+        if (first == MPI_SUCCESS) first = err;
+      }
+      finish_outer(e.handle);
+    }
+    for (int i = 0; i < n_; ++i) user_[i] = actual_[size_t(i)];
+    for (Entry &e : entries_) {
+      if (e.done) {
+        user_[e.index] = MPI_REQUEST_NULL;
+        e.pending.reset();
+      } else {
+        user_[e.index] = e.handle;  // still pending: the application keeps its own handle
+      }
+    }
+    return first;
+  }
+
+  // MPI_Request_get_status found request 0 complete: a receive's data must be in place
+  // now, but the request lives until a completion call frees it.
+  int finish_early(const MPI_Status &status) {
+    Entry &e = entries_.front();
+    if (e.pending->send) return MPI_SUCCESS;
+    return finish_recv(e.pending->in, status, MPI_SUCCESS);
   }
 
  private:
   struct Entry {
     int index;
-    MPI_Request handle;
+    MPI_Request handle;  // the application's
     std::unique_ptr<Pending> pending;
+    MPI_Status *status = nullptr;
+    int err = MPI_SUCCESS;
+    bool done = false;
   };
-  MPI_Request *reqs_;
+  int n_;
+  MPI_Request *user_;
+  std::vector<MPI_Request> actual_;
   std::vector<Entry> entries_;
+  int failed_ = -1;
 };
 
 // Statuses the multi-request calls can write, even when the user ignores them.
@@ -78,6 +128,26 @@ int error_of(int err, const MPI_Status &st) { return err == MPI_ERR_IN_STATUS ? 
 
 int first_error(int mpi_err, int tempi_err) { return mpi_err != MPI_SUCCESS ? mpi_err : tempi_err; }
 
+// Waitsome and Testsome: a deferred send that could not be posted is reported alone.
+int some_with_failed_send(Completion &c, int *outcount, int indices[], MPI_Status *st) {
+  *outcount = 1;
+  indices[0] = c.failed_send();
+  c.completed(indices[0], &st[0], MPI_SUCCESS);
+  const int ours = c.finish();
+  return ours == MPI_SUCCESS ? MPI_SUCCESS : MPI_ERR_IN_STATUS;
+}
+
+// Finishes a call on several requests that the library answered with `err`: TEMPI's
+// errors go into their requests' statuses (the others say MPI_SUCCESS) and make the
+// result MPI_ERR_IN_STATUS, or TEMPI's first error where statuses are ignored.
+int finish_multi(Completion &c, int err, MPI_Status *st, int n, bool statuses_ignored) {
+  if (err == MPI_SUCCESS)
+    for (int i = 0; i < n; ++i) st[i].MPI_ERROR = MPI_SUCCESS;
+  const int ours = c.finish();
+  if (err != MPI_SUCCESS || ours == MPI_SUCCESS) return err;
+  return statuses_ignored ? ours : MPI_ERR_IN_STATUS;
+}
+
 }  // namespace
 
 }  // namespace tempi
@@ -88,104 +158,122 @@ extern "C" {
 
 int TEMPI_WRAPPER(MPI_Wait)(MPI_Request *request, MPI_Status *status) {
   if (!tracking()) return TEMPI_NEXT(MPI_Wait)(request, status);
-  Taken t(1, request);
-  if (!t.any()) return TEMPI_NEXT(MPI_Wait)(request, status);
+  Completion c(1, request);
+  if (!c.any()) return TEMPI_NEXT(MPI_Wait)(request, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int err = TEMPI_NEXT(MPI_Wait)(request, st);
-  return first_error(err, t.finish(0, *st, err));
+  const int err = TEMPI_NEXT(MPI_Wait)(c.actual(), st);
+  c.completed(0, st, err);
+  return first_error(err, c.finish());
 }
 
 int TEMPI_WRAPPER(MPI_Test)(MPI_Request *request, int *flag, MPI_Status *status) {
   if (!tracking()) return TEMPI_NEXT(MPI_Test)(request, flag, status);
-  Taken t(1, request);
-  if (!t.any()) return TEMPI_NEXT(MPI_Test)(request, flag, status);
+  Completion c(1, request);
+  if (!c.any()) return TEMPI_NEXT(MPI_Test)(request, flag, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int err = TEMPI_NEXT(MPI_Test)(request, flag, st);
-  return first_error(err, t.finish(0, *st, err));
+  const int err = TEMPI_NEXT(MPI_Test)(c.actual(), flag, st);
+  if (*flag || err != MPI_SUCCESS) c.completed(0, st, err);
+  return first_error(err, c.finish());
 }
 
 int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status statuses[]) {
   if (!tracking()) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
-  Taken t(count, requests_);
-  if (!t.any()) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
+  Completion c(count, requests_);
+  if (!c.any()) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, count, local);
-  const int err = TEMPI_NEXT(MPI_Waitall)(count, requests_, st);
-  int ours = MPI_SUCCESS;
-  for (int i = 0; i < count; ++i) ours = first_error(ours, t.finish(i, st[i], error_of(err, st[i])));
-  return first_error(err, ours);
+  const int err = TEMPI_NEXT(MPI_Waitall)(count, c.actual(), st);
+  for (int i = 0; i < count; ++i) c.completed(i, &st[i], error_of(err, st[i]));
+  return finish_multi(c, err, st, count, statuses == MPI_STATUSES_IGNORE);
 }
 
 int TEMPI_WRAPPER(MPI_Testall)(int count, MPI_Request requests_[], int *flag, MPI_Status statuses[]) {
   if (!tracking()) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
-  Taken t(count, requests_);
-  if (!t.any()) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
+  Completion c(count, requests_);
+  if (!c.any()) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, count, local);
-  const int err = TEMPI_NEXT(MPI_Testall)(count, requests_, flag, st);
-  int ours = MPI_SUCCESS;
-  for (int i = 0; i < count; ++i) ours = first_error(ours, t.finish(i, st[i], error_of(err, st[i])));
-  return first_error(err, ours);
+  const int err = TEMPI_NEXT(MPI_Testall)(count, c.actual(), flag, st);
+  if (*flag || err != MPI_SUCCESS)
+    for (int i = 0; i < count; ++i) c.completed(i, &st[i], error_of(err, st[i]));
+  return finish_multi(c, err, st, count, statuses == MPI_STATUSES_IGNORE);
 }
 
 int TEMPI_WRAPPER(MPI_Waitany)(int count, MPI_Request requests_[], int *index, MPI_Status *status) {
   if (!tracking()) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
-  Taken t(count, requests_);
-  if (!t.any()) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
+  Completion c(count, requests_);
+  if (!c.any()) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int err = TEMPI_NEXT(MPI_Waitany)(count, requests_, index, st);
-  return first_error(err, *index == MPI_UNDEFINED ? MPI_SUCCESS : t.finish(*index, *st, err));
+  int err = MPI_SUCCESS;
+  if (c.failed_send() >= 0) {
+    *index = c.failed_send();
+  } else {
+    err = TEMPI_NEXT(MPI_Waitany)(count, c.actual(), index, st);
+  }
+  if (*index != MPI_UNDEFINED) c.completed(*index, st, err);
+  return first_error(err, c.finish());
 }
 
 int TEMPI_WRAPPER(MPI_Testany)(int count, MPI_Request requests_[], int *index, int *flag, MPI_Status *status) {
   if (!tracking()) return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
-  Taken t(count, requests_);
-  if (!t.any()) return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
+  Completion c(count, requests_);
+  if (!c.any()) return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int err = TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, st);
-  return first_error(err, *flag && *index != MPI_UNDEFINED ? t.finish(*index, *st, err) : MPI_SUCCESS);
+  int err = MPI_SUCCESS;
+  if (c.failed_send() >= 0) {
+    *index = c.failed_send();
+    *flag = 1;
+  } else {
+    err = TEMPI_NEXT(MPI_Testany)(count, c.actual(), index, flag, st);
+  }
+  if (*flag && *index != MPI_UNDEFINED) c.completed(*index, st, err);
+  return first_error(err, c.finish());
 }
 
 int TEMPI_WRAPPER(MPI_Waitsome)(int incount, MPI_Request requests_[], int *outcount, int indices[],
                                 MPI_Status statuses[]) {
   if (!tracking()) return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
-  Taken t(incount, requests_);
-  if (!t.any()) return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
+  Completion c(incount, requests_);
+  if (!c.any()) return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, incount, local);
-  const int err = TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, st);
-  int ours = MPI_SUCCESS;
+  if (c.failed_send() >= 0) return some_with_failed_send(c, outcount, indices, st);
+  const int err = TEMPI_NEXT(MPI_Waitsome)(incount, c.actual(), outcount, indices, st);
   if (*outcount != MPI_UNDEFINED)
-    for (int k = 0; k < *outcount; ++k) ours = first_error(ours, t.finish(indices[k], st[k], error_of(err, st[k])));
-  return first_error(err, ours);
+    for (int k = 0; k < *outcount; ++k) c.completed(indices[k], &st[k], error_of(err, st[k]));
+  return finish_multi(c, err, st, *outcount == MPI_UNDEFINED ? 0 : *outcount, statuses == MPI_STATUSES_IGNORE);
 }
 
 int TEMPI_WRAPPER(MPI_Testsome)(int incount, MPI_Request requests_[], int *outcount, int indices[],
                                 MPI_Status statuses[]) {
   if (!tracking()) return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
-  Taken t(incount, requests_);
-  if (!t.any()) return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
+  Completion c(incount, requests_);
+  if (!c.any()) return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, incount, local);
-  const int err = TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, st);
-  int ours = MPI_SUCCESS;
+  if (c.failed_send() >= 0) return some_with_failed_send(c, outcount, indices, st);
+  const int err = TEMPI_NEXT(MPI_Testsome)(incount, c.actual(), outcount, indices, st);
   if (*outcount != MPI_UNDEFINED)
-    for (int k = 0; k < *outcount; ++k) ours = first_error(ours, t.finish(indices[k], st[k], error_of(err, st[k])));
-  return first_error(err, ours);
+    for (int k = 0; k < *outcount; ++k) c.completed(indices[k], &st[k], error_of(err, st[k]));
+  return finish_multi(c, err, st, *outcount == MPI_UNDEFINED ? 0 : *outcount, statuses == MPI_STATUSES_IGNORE);
 }
 
 int TEMPI_WRAPPER(MPI_Request_get_status)(MPI_Request request, int *flag, MPI_Status *status) {
   if (!tracking()) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
-  Taken t(1, &request);  // the handle is a copy: the request stays live and goes back
-  if (!t.any()) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
+  Completion c(1, &request);  // the handle is a copy: the request stays live and goes back
+  if (!c.any()) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int err = TEMPI_NEXT(MPI_Request_get_status)(request, flag, st);
-  return first_error(err, err == MPI_SUCCESS && *flag ? t.finish_early(0, *st) : MPI_SUCCESS);
+  if (c.failed_send() >= 0) {
+    *flag = 1;
+    return MPI_SUCCESS;  // the error comes with the completion call that frees it
+  }
+  const int err = TEMPI_NEXT(MPI_Request_get_status)(c.actual()[0], flag, st);
+  return first_error(err, err == MPI_SUCCESS && *flag ? c.finish_early(*st) : MPI_SUCCESS);
 }
 
 int TEMPI_WRAPPER(MPI_Request_free)(MPI_Request *request) {
@@ -198,7 +286,9 @@ int TEMPI_WRAPPER(MPI_Request_free)(MPI_Request *request) {
   return MPI_SUCCESS;
 }
 
-// MPI_Cancel needs no wrapper: the request is the MPI library's own, and the completion
-// that follows a cancel skips the unpack (finish_recv checks MPI_Test_cancelled).
+// MPI_Cancel needs no wrapper: a receive's request is the MPI library's own, and the
+// completion that follows a cancel skips the unpack (finish_recv checks
+// MPI_Test_cancelled); a deferred send's generalized request ignores the cancel (the
+// send completes normally, which MPI allows).
 
 }  // extern "C"

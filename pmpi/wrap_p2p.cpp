@@ -1,11 +1,16 @@
 // Point-to-point calls. GPU buffers go through messages.hpp (packed bytes on the
 // wire); everything else reaches the MPI library with the user's own arguments.
-// Nonblocking calls return the MPI library's request and record in the request table
-// what its completion must do.
+// Nonblocking sends of GPU data go through the engine (engine.hpp) and return a
+// generalized request; nonblocking receives return the MPI library's request and record
+// in the request table what its completion must do. Blocking calls first let the engine
+// post every deferred send (they may wait for a peer that waits for one of them), and
+// every send keeps MPI's order after deferred sends to the same destination.
+#include "engine.hpp"
 #include "errors.hpp"
 #include "forward.hpp"
 #include "messages.hpp"
 #include "requests.hpp"
+#include "config.hpp"
 #include "runtime.hpp"
 
 namespace tempi {
@@ -13,10 +18,10 @@ namespace tempi {
 namespace {
 
 using SendFn = int (*)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
-using IsendFn = int (*)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
 
 int send_with(SendFn next, const char *call, const void *buf, int count, MPI_Datatype type, int dest, int tag,
               MPI_Comm comm) {
+  flush_sends();
   Outgoing out;
   if (const int err = prepare_send(buf, count, type, dest, comm, call, out)) return err;
   return next(out.buf, out.count, out.type, dest, tag, comm);
@@ -24,6 +29,14 @@ int send_with(SendFn next, const char *call, const void *buf, int count, MPI_Dat
 
 int isend_with(IsendFn next, const char *call, const void *buf, int count, MPI_Datatype type, int dest, int tag,
                MPI_Comm comm, MPI_Request *request) {
+  engine().before_send(comm, dest);
+  engine().poll();
+  if (active() && !config().eager_sends) {
+    bool deferred = false;
+    if (const int err = start_deferred_send(next, call, buf, count, type, dest, tag, comm, request, deferred))
+      return err;
+    if (deferred) return MPI_SUCCESS;
+  }
   Outgoing out;
   if (const int err = prepare_send(buf, count, type, dest, comm, call, out)) return err;
   if (!out.staging.owner) return next(out.buf, out.count, out.type, dest, tag, comm, request);
@@ -94,6 +107,7 @@ int TEMPI_WRAPPER(MPI_Irsend)(const void *buf, int count, MPI_Datatype type, int
 
 int TEMPI_WRAPPER(MPI_Recv)(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                             MPI_Status *status) {
+  flush_sends();
   Incoming in;
   if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Recv", in)) return err;
   if (in.after == Incoming::After::Nothing) return TEMPI_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
@@ -105,6 +119,7 @@ int TEMPI_WRAPPER(MPI_Recv)(void *buf, int count, MPI_Datatype type, int source,
 
 int TEMPI_WRAPPER(MPI_Irecv)(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                              MPI_Request *request) {
+  engine().poll();
   Incoming in;
   if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Irecv", in)) return err;
   if (in.after == Incoming::After::Nothing)
@@ -115,6 +130,7 @@ int TEMPI_WRAPPER(MPI_Irecv)(void *buf, int count, MPI_Datatype type, int source
 int TEMPI_WRAPPER(MPI_Sendrecv)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                                 MPI_Comm comm, MPI_Status *status) {
+  flush_sends();
   Outgoing out;
   Incoming in;
   if (const int err = prepare_send(sendbuf, sendcount, sendtype, dest, comm, "MPI_Sendrecv", out)) return err;
@@ -128,6 +144,7 @@ int TEMPI_WRAPPER(MPI_Sendrecv)(const void *sendbuf, int sendcount, MPI_Datatype
 
 int TEMPI_WRAPPER(MPI_Sendrecv_replace)(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source,
                                         int recvtag, MPI_Comm comm, MPI_Status *status) {
+  flush_sends();
   Outgoing out;
   Incoming in;
   if (const int err = prepare_send(buf, count, type, dest, comm, "MPI_Sendrecv_replace", out)) return err;
@@ -144,6 +161,7 @@ int TEMPI_WRAPPER(MPI_Sendrecv_replace)(void *buf, int count, MPI_Datatype type,
 
 // A matched message has no communicator argument: TEMPI's own errors go to MPI_COMM_WORLD.
 int TEMPI_WRAPPER(MPI_Mrecv)(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Status *status) {
+  flush_sends();
   Incoming in;
   const int peer = *message == MPI_MESSAGE_NO_PROC ? MPI_PROC_NULL : 0;
   if (const int err = prepare_recv(buf, count, type, peer, MPI_COMM_WORLD, "MPI_Mrecv", in)) return err;
@@ -155,6 +173,7 @@ int TEMPI_WRAPPER(MPI_Mrecv)(void *buf, int count, MPI_Datatype type, MPI_Messag
 }
 
 int TEMPI_WRAPPER(MPI_Imrecv)(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Request *request) {
+  engine().poll();
   Incoming in;
   const int peer = *message == MPI_MESSAGE_NO_PROC ? MPI_PROC_NULL : 0;
   if (const int err = prepare_recv(buf, count, type, peer, MPI_COMM_WORLD, "MPI_Imrecv", in)) return err;

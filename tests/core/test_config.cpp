@@ -26,6 +26,7 @@ TEST_CASE("defaults when nothing is set", "[config]") {
   CHECK(c.method == Method::Auto);
   CHECK(c.pipeline_chunk == 4 << 20);
   CHECK(c.pipeline_threshold == 8 << 20);
+  CHECK_FALSE(c.eager_sends);
 }
 
 TEST_CASE("values are parsed; invalid ones keep the default", "[config]") {
@@ -37,6 +38,8 @@ TEST_CASE("values are parsed; invalid ones keep the default", "[config]") {
   CHECK(c.method == Method::Staged);
   CHECK(c.pipeline_chunk == 4 << 20);
   CHECK_FALSE(parse({{"TEMPI_DISABLE", "0"}}).disabled);
+  CHECK(parse({{"TEMPI_EAGER_SENDS", "1"}}).eager_sends);
+  CHECK_FALSE(parse({{"TEMPI_EAGER_SENDS", "yes please"}}).eager_sends);
 }
 
 TEST_CASE("every knob is documented in docs/environment.md", "[config]") {

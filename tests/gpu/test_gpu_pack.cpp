@@ -9,7 +9,9 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend.hpp"
@@ -172,6 +174,81 @@ TEST_CASE("random types through the GPU path", "[gpu][property]") {
     if (plan.packed_size() == 0) continue;
     INFO("seed " << seed << " type " << i << ": " << to_string(d));
     check_plan(plan, int(rng() % 16), int(rng() % 16), 0, plan.packed_size(), rng());
+  }
+}
+
+TEST_CASE("batches of asynchronous moves: fused launches, every method, one wait", "[gpu][async]") {
+  const uint64_t seed = test::seed_from(0, nullptr, 20261123);
+  test::RandomTypes gen(seed);
+  std::mt19937_64 rng(seed);
+  const std::vector<std::pair<const char *, TypeDesc>> fixed = shapes();
+  Backend &b = gpu_backend();
+  for (int round = 0; round < 12; ++round) {
+    // 1 to 120 objects: more than one fused launch holds, of every kind
+    const int n = round == 0 ? 1 : 1 + int(rng() % 120);
+    struct Obj {
+      Plan plan;
+      std::string name;
+      int64_t lo, span, bytes;
+      int ts, ps;
+      std::unique_ptr<DeviceBuf> typed;
+      Scratch packed;
+      std::vector<unsigned char> image, expect;
+    };
+    std::vector<Obj> objs(n);
+    std::vector<MoveJob> jobs;
+    for (int i = 0; i < n; ++i) {
+      Obj &o = objs[i];
+      const bool from_fixed = rng() % 2;
+      const TypeDesc d = from_fixed ? fixed[rng() % fixed.size()].second : gen.next();
+      o.name = to_string(d);
+      o.plan = planned(d, 1 + int64_t(rng() % 3));
+      const Span sp(o.plan);
+      o.lo = sp.lo;
+      o.span = sp.bytes();
+      o.bytes = o.plan.packed_size();
+      o.ts = int(rng() % 9);
+      o.ps = int(rng() % 9);
+      o.typed = std::make_unique<DeviceBuf>(std::max<int64_t>(o.span, 1));
+      o.image = random_bytes(o.span, rng());
+      if (o.span) CUDA_OK(cudaMemcpy(o.typed->at(o.ts), o.image.data(), o.span, cudaMemcpyHostToDevice));
+      const int m = int(rng() % 3);
+      Transfer t{m == 0 ? Method::Device : (m == 1 ? Method::OneShot : Method::Staged), o.bytes};
+      if (t.method == Method::Staged && rng() % 3 == 0) t.chunk = 1 + int64_t(rng() % std::max<int64_t>(1, o.bytes));
+      REQUIRE(b.acquire(t.method == Method::Device ? ScratchKind::Device : ScratchKind::Pinned,
+                        size_t(o.bytes + 16), o.packed) == Status::Ok);
+      const std::vector<unsigned char> poison(size_t(o.bytes + 16), 0xA5);
+      CUDA_OK(cudaMemcpy(o.packed.ptr, poison.data(), poison.size(), cudaMemcpyDefault));
+      o.expect = poison;
+      host_pack(o.plan, o.image.data() - o.lo, o.expect.data() + o.ps, 0, o.bytes);
+      jobs.push_back({&o.plan, o.typed->at(o.ts) - o.lo, static_cast<char *>(o.packed.ptr) + o.ps, o.bytes, t});
+    }
+    INFO("seed " << seed << " round " << round << " objects " << n);
+    const uint64_t syncs = b.synchronizations();
+    Fence done;
+    REQUIRE(b.pack_async(jobs, done) == Status::Ok);
+    REQUIRE(b.wait(done) == Status::Ok);
+    CHECK(b.synchronizations() == syncs + 1);
+    for (Obj &o : objs) {
+      INFO(o.name);
+      std::vector<unsigned char> got(o.expect.size());
+      CUDA_OK(cudaMemcpy(got.data(), o.packed.ptr, got.size(), cudaMemcpyDefault));
+      REQUIRE(got == o.expect);
+    }
+    // unpack into freshly poisoned typed buffers: the gaps must keep the poison
+    for (Obj &o : objs) {
+      o.image = random_bytes(o.span, rng());
+      if (o.span) CUDA_OK(cudaMemcpy(o.typed->at(o.ts), o.image.data(), o.span, cudaMemcpyHostToDevice));
+      host_unpack(o.plan, o.expect.data() + o.ps, o.image.data() - o.lo, 0, o.bytes);
+    }
+    REQUIRE(b.unpack_async(jobs, done) == Status::Ok);
+    REQUIRE(b.wait(done) == Status::Ok);
+    for (Obj &o : objs) {
+      INFO(o.name);
+      std::vector<unsigned char> back(size_t(o.span));
+      if (o.span) CUDA_OK(cudaMemcpy(back.data(), o.typed->at(o.ts), o.span, cudaMemcpyDeviceToHost));
+      REQUIRE(back == o.image);
+    }
   }
 }
 

@@ -1,69 +1,318 @@
-// A backend for machines without a GPU that emulates one in host memory: memory it
-// allocates or lends counts as "device" or "pinned", and packing runs the host
-// reference packer. Linked into a second copy of the TEMPI archive that only tests
-// use, it drives every GPU-buffer path of the MPI layer (methods, pipelining, the
-// request table, completion calls) on CI, where no GPU exists.
+// A backend for machines without a GPU that emulates one: packing runs the host
+// reference packer, and the memory it calls "device" memory is memory the process
+// cannot touch, exactly as with a GPU (docs/design.md, "Emulated GPU memory (CI)").
+// Linked into a second copy of the TEMPI archive that only tests use, it drives every
+// GPU-buffer path of the MPI layer (methods, pipelining, the request table, completion
+// calls) on CI, where no GPU exists, and a GPU buffer that reaches the MPI library (or
+// any host code) crashes there with one line that says so, not first on a user's node.
+//
+// Device memory: one memory file (memfd) per allocation, mapped twice. The address the
+// program gets is a PROT_NONE view; the backend's "kernels" (host_pack, host_unpack)
+// and copies work through a read-write alias, to which every entry point translates
+// device pointers (interior ones included). A guard page beyond each view and each
+// alias catches overruns. Pinned memory is ordinary host memory, as on a GPU machine.
+// Where the MPI library is declared CUDA-aware (TEMPI_CUDA_AWARE=yes), the view is
+// readable and writable too: a CUDA-aware library reads GPU memory itself.
+//
+// Streams: pack_async and unpack_async queue their work on the calling thread's
+// emulated stream and return; it runs when a fence at or after it is waited for (or
+// queried a second time), or when a synchronous call on that thread runs (stream
+// order). So code that reads packed bytes before waiting reads stale bytes on CI too.
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 
 #include "backend.hpp"
+#include "config.hpp"
 #include "host_packer.hpp"
 
 namespace tempi {
 
 namespace {
 
+// ---- What the fault handler can read without a lock ------------------------------
+
+// One live device allocation: its view, its alias, its size and the bytes mapped for
+// each (size rounded up to pages, plus the guard page). `base` is written last and
+// cleared first, so a handler that sees it non-zero sees the rest.
+struct Slot {
+  std::atomic<uintptr_t> base{0};
+  std::atomic<uintptr_t> alias{0};
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> span{0};
+};
+// Up to 32768 live device allocations are named in fault messages (each is two
+// mappings; Linux allows 65530 by default). More still work, unnamed.
+constexpr size_t kSlots = size_t(1) << 15;
+Slot g_slots[kSlots];
+
+struct sigaction g_previous[2];          // SIGSEGV, SIGBUS: what was installed before us
+std::atomic<bool> g_chained{false};      // the previous handler was called once already
+
+char *put_str(char *out, const char *s) {
+  while (*s) *out++ = *s++;
+  return out;
+}
+
+char *put_hex(char *out, uint64_t v) {
+  out = put_str(out, "0x");
+  char digits[16];
+  int n = 0;
+  do {
+    digits[n++] = "0123456789abcdef"[v & 15];
+    v >>= 4;
+  } while (v);
+  while (n) *out++ = digits[--n];
+  return out;
+}
+
+char *put_dec(char *out, uint64_t v) {
+  char digits[20];
+  int n = 0;
+  do {
+    digits[n++] = char('0' + v % 10);
+    v /= 10;
+  } while (v);
+  while (n) *out++ = digits[--n];
+  return out;
+}
+
+void write_all(const char *p, size_t n) {
+  while (n) {
+    const ssize_t w = write(STDERR_FILENO, p, n);
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      return;
+    }
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+// One line on stderr when `addr` lies in emulated device memory (async-signal-safe).
+void report_fault(uintptr_t addr) {
+  for (Slot &s : g_slots) {
+    const uintptr_t base = s.base.load(std::memory_order_acquire);
+    if (!base) continue;
+    const uintptr_t alias = s.alias.load(std::memory_order_relaxed);
+    const uint64_t bytes = s.bytes.load(std::memory_order_relaxed);
+    const uint64_t span = s.span.load(std::memory_order_relaxed);
+    char line[320];
+    char *p = line;
+    if (addr - base < span) {
+      p = put_str(p, "[tempi emulated GPU] host access to GPU memory at ");
+      p = put_hex(p, addr);
+      p = put_str(p, ": offset ");
+      p = put_dec(p, addr - base);
+      p = put_str(p, " of a ");
+      p = put_dec(p, bytes);
+      p = put_str(p, "-byte device allocation at ");
+      p = put_hex(p, base);
+      if (addr - base >= bytes) p = put_str(p, " (past its end)");
+    } else if (alias && addr - alias < span) {
+      p = put_str(p, "[tempi emulated GPU] emulated GPU work out of bounds at offset ");
+      p = put_dec(p, addr - alias);
+      p = put_str(p, " of a ");
+      p = put_dec(p, bytes);
+      p = put_str(p, "-byte device allocation at ");
+      p = put_hex(p, base);
+    } else {
+      continue;
+    }
+    *p++ = '\n';
+    write_all(line, size_t(p - line));
+    return;
+  }
+}
+
+// Says what happened (when the fault is in emulated device memory), then lets the
+// handler that was there before run, or the default action kill the process with the
+// same signal.
+void on_fault(int sig, siginfo_t *info, void *context) {
+  const int saved_errno = errno;
+  if (info && info->si_code > 0) report_fault(reinterpret_cast<uintptr_t>(info->si_addr));  // a real fault
+  const struct sigaction &prev = g_previous[sig == SIGBUS ? 1 : 0];
+  if (!g_chained.exchange(true)) {
+    if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction && prev.sa_sigaction != on_fault) {
+      prev.sa_sigaction(sig, info, context);
+      errno = saved_errno;
+      return;  // a fault repeats on return, reaching whatever is installed then
+    }
+    if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+      prev.sa_handler(sig);
+      errno = saved_errno;
+      return;
+    }
+  }
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);  // pending until this handler returns, then the default action: death by `sig`
+  errno = saved_errno;
+}
+
+// Puts on_fault on top of SIGSEGV and SIGBUS unless it is there already (a test
+// framework may have installed its own handlers since; they run after ours).
+void ensure_fault_handler() {
+  const int sigs[2] = {SIGSEGV, SIGBUS};
+  for (int i = 0; i < 2; ++i) {
+    struct sigaction current;
+    if (sigaction(sigs[i], nullptr, &current) != 0) continue;
+    if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_fault) continue;
+    g_previous[i] = current;
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sigs[i], &sa, nullptr);
+  }
+}
+
+// ---- Emulated streams ---------------------------------------------------------------
+
+// One thread's stream: work in issue order, run by whichever thread needs it done.
+struct Stream {
+  std::mutex mutex;
+  struct Work {
+    uint64_t seq;
+    std::function<void()> run;
+  };
+  std::deque<Work> queue;
+  uint64_t issued = 0;
+  uint64_t completed = 0;
+
+  uint64_t enqueue(std::function<void()> run) {
+    std::lock_guard<std::mutex> lock(mutex);
+    queue.push_back({++issued, std::move(run)});
+    return issued;
+  }
+  // Runs the work up to and including `seq`; true when there was some.
+  bool run_until(uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mutex);
+    bool ran = false;
+    while (!queue.empty() && queue.front().seq <= seq) {
+      Work w = std::move(queue.front());
+      queue.pop_front();
+      w.run();
+      completed = w.seq;
+      ran = true;
+    }
+    return ran;
+  }
+  bool done(uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return completed >= seq;
+  }
+};
+
+struct FenceState {
+  std::shared_ptr<Stream> stream;
+  uint64_t seq = 0;
+  std::atomic<bool> asked{false};
+};
+
+// Every thread's stream, for cudaFree's implicit synchronization. Immortal, so that a
+// device buffer freed during exit still finds it.
+struct Streams {
+  std::mutex mutex;
+  std::vector<std::weak_ptr<Stream>> all;
+};
+Streams &streams() {
+  static Streams *s = new Streams;
+  return *s;
+}
+
+const std::shared_ptr<Stream> &this_thread_stream() {
+  thread_local const std::shared_ptr<Stream> stream = [] {
+    auto s = std::make_shared<Stream>();
+    Streams &reg = streams();
+    std::lock_guard<std::mutex> lock(reg.mutex);
+    reg.all.erase(std::remove_if(reg.all.begin(), reg.all.end(),
+                                 [](const std::weak_ptr<Stream> &w) { return w.expired(); }),
+                  reg.all.end());
+    reg.all.push_back(s);
+    return s;
+  }();
+  return stream;
+}
+
+void drain_this_thread() { this_thread_stream()->run_until(UINT64_MAX); }
+
+void drain_all_streams() {
+  std::vector<std::shared_ptr<Stream>> live;
+  {
+    Streams &reg = streams();
+    std::lock_guard<std::mutex> lock(reg.mutex);
+    for (const auto &w : reg.all)
+      if (auto s = w.lock()) live.push_back(std::move(s));
+  }
+  for (auto &s : live) s->run_until(UINT64_MAX);
+}
+
+// ---- The backend ---------------------------------------------------------------------
+
 class EmulatedBackend final : public Backend {
  public:
   bool has_gpu() override { return true; }
-  std::string device_name() override { return "emulated GPU (host memory)"; }
+  std::string device_name() override { return "emulated GPU (host memory behind PROT_NONE)"; }
 
   MemorySpace classify(const void *ptr) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = regions_.upper_bound(reinterpret_cast<uintptr_t>(ptr));
-    if (it == regions_.begin()) return MemorySpace::Host;
-    --it;
-    const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-    return p < it->first + it->second.bytes ? it->second.space : MemorySpace::Host;
+    const Region *r = find_locked(ptr);
+    return r ? r->space : MemorySpace::Host;
   }
 
   Status pack(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last) override {
-    host_pack(plan, typed, packed, first, std::min(last, plan.packed_size()));
-    return Status::Ok;
+    return synchronous([&] { return run_pack(plan, typed, packed, first, last, false); });
   }
   Status unpack(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last) override {
-    host_unpack(plan, packed, typed, first, std::min(last, plan.packed_size()));
-    return Status::Ok;
+    return synchronous([&] { return run_unpack(plan, packed, typed, first, last, false); });
   }
 
+  // A kernel cannot touch pageable host memory: both sides must be GPU-accessible.
   Status pack_accessible(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last) override {
-    return pack(plan, typed, packed, first, last);
+    return synchronous([&] { return run_pack(plan, typed, packed, first, last, true); });
   }
   Status unpack_accessible(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last) override {
-    return unpack(plan, packed, typed, first, last);
+    return synchronous([&] { return run_unpack(plan, packed, typed, first, last, true); });
   }
 
   Status pack_to_host(const Plan &plan, const void *typed, void *host, int64_t bytes) override {
-    return pack(plan, typed, host, 0, bytes);
+    return synchronous([&] { return run_pack(plan, typed, host, 0, bytes, true); });
   }
   Status unpack_from_host(const Plan &plan, const void *host, void *typed, int64_t bytes) override {
-    return unpack(plan, host, typed, 0, bytes);
+    return synchronous([&] { return run_unpack(plan, host, typed, 0, bytes, true); });
   }
 
   // Chunk by chunk, as the GPU pipeline does, so chunk boundaries are exercised.
   Status pack_staged(const Plan &plan, const void *typed, void *host, int64_t bytes, int64_t chunk) override {
-    bytes = std::min(bytes, plan.packed_size());
-    for (int64_t off = 0; off < bytes; off += chunk)
-      host_pack(plan, typed, static_cast<char *>(host) + off, off, std::min(bytes, off + chunk));
-    return Status::Ok;
+    return synchronous([&] {
+      char *t = nullptr, *h = nullptr;
+      if (!gpu_side(typed, t) || !any_side(host, h)) return Status::GpuError;
+      staged(plan, t, h, bytes, chunk, true);
+      return Status::Ok;
+    });
   }
   Status unpack_staged(const Plan &plan, const void *host, void *typed, int64_t bytes, int64_t chunk) override {
-    bytes = std::min(bytes, plan.packed_size());
-    for (int64_t off = 0; off < bytes; off += chunk)
-      host_unpack(plan, static_cast<const char *>(host) + off, typed, off, std::min(bytes, off + chunk));
-    return Status::Ok;
+    return synchronous([&] {
+      char *t = nullptr, *h = nullptr;
+      if (!gpu_side(typed, t) || !any_side(host, h)) return Status::GpuError;
+      staged(plan, t, h, bytes, chunk, false);
+      return Status::Ok;
+    });
   }
 
   Status acquire(ScratchKind kind, size_t bytes, Scratch &out) override {
@@ -76,45 +325,243 @@ class EmulatedBackend final : public Backend {
     return Status::Ok;
   }
 
+  Status pack_async(const std::vector<MoveJob> &jobs, Fence &done) override { return issue(jobs, true, done); }
+  Status unpack_async(const std::vector<MoveJob> &jobs, Fence &done) override { return issue(jobs, false, done); }
+
+  // The first question about unfinished work gets "not yet": the GPU is busy.
+  bool query(const Fence &f) override {
+    if (!f) return true;
+    FenceState &s = *static_cast<FenceState *>(f.state.get());
+    if (s.stream->done(s.seq)) {
+      s.asked = true;
+      return true;
+    }
+    if (!s.asked.exchange(true)) return false;
+    s.stream->run_until(s.seq);
+    return true;
+  }
+
+  Status wait(const Fence &f) override {
+    if (!f) return Status::Ok;
+    FenceState &s = *static_cast<FenceState *>(f.state.get());
+    s.asked = true;
+    if (s.stream->run_until(s.seq)) syncs_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok;
+  }
+
+  uint64_t synchronizations() override { return syncs_.load(std::memory_order_relaxed); }
+
   int device_count() override { return 1; }
   Status select_device(int device) override { return device == 0 ? Status::Ok : Status::Unsupported; }
   int device_of(const void *ptr) override { return classify(ptr) == MemorySpace::Device ? 0 : -1; }
   int use_device(int) override { return 0; }
 
   Status allocate_device(size_t bytes, void **out) override { return allocate(bytes, MemorySpace::Device, out); }
-  void free_device(void *ptr) override { release(ptr); }
+  // Like cudaFree, waits for the GPU's work first.
+  void free_device(void *ptr) override {
+    drain_all_streams();
+    release(ptr);
+  }
+  // Like cudaMemcpy: any two kinds of memory; a device range must lie in one allocation.
   Status copy(void *dst, const void *src, size_t bytes) override {
-    std::memmove(dst, src, bytes);
+    syncs_.fetch_add(1, std::memory_order_relaxed);
+    if (!bytes) return Status::Ok;
+    char *d = nullptr, *s = nullptr;
+    if (!translate(dst, d, false, bytes) || !translate(src, s, false, bytes)) return Status::GpuError;
+    std::memmove(d, s, bytes);
     return Status::Ok;
   }
   void release_plan(uint64_t) override {}
 
  private:
   struct Region {
-    size_t bytes;
+    size_t bytes;        // as asked for
     MemorySpace space;
+    char *alias;         // device memory: where the backend reads and writes it; else null
+    size_t span;         // device memory: bytes mapped at the view and at the alias
+    size_t slot;         // device memory: its entry in g_slots, or kSlots
   };
 
-  Status allocate(size_t bytes, MemorySpace space, void **out) {
-    void *p = std::malloc(bytes ? bytes : 1);
-    if (!p) return Status::NoMemory;
+  // A synchronous call: it follows the work queued on this thread's stream and is one
+  // synchronization with the GPU.
+  template <class F>
+  Status synchronous(F &&f) {
+    drain_this_thread();
+    syncs_.fetch_add(1, std::memory_order_relaxed);
+    return f();
+  }
+
+  Status run_pack(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last, bool kernel) {
+    char *t = nullptr, *p = nullptr;
+    if (!(kernel ? gpu_side(typed, t) : any_side(typed, t)) || !(kernel ? gpu_side(packed, p) : any_side(packed, p)))
+      return Status::GpuError;
+    last = std::min(last, plan.packed_size());
+    if (first < last) host_pack(plan, t, p, first, last);
+    return Status::Ok;
+  }
+  Status run_unpack(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last, bool kernel) {
+    char *t = nullptr, *p = nullptr;
+    if (!(kernel ? gpu_side(typed, t) : any_side(typed, t)) || !(kernel ? gpu_side(packed, p) : any_side(packed, p)))
+      return Status::GpuError;
+    last = std::min(last, plan.packed_size());
+    if (first < last) host_unpack(plan, p, t, first, last);
+    return Status::Ok;
+  }
+
+  // `typed` and `host` already translated.
+  static void staged(const Plan &plan, char *typed, char *host, int64_t bytes, int64_t chunk, bool packing) {
+    bytes = std::min(bytes, plan.packed_size());
+    if (chunk <= 0) chunk = bytes;
+    for (int64_t off = 0; off < bytes; off += chunk) {
+      const int64_t end = std::min(bytes, off + chunk);
+      if (packing)
+        host_pack(plan, typed, host + off, off, end);
+      else
+        host_unpack(plan, host + off, typed, off, end);
+    }
+  }
+
+  Status issue(const std::vector<MoveJob> &jobs, bool packing, Fence &done) {
+    done = Fence{};
+    std::vector<std::function<void()>> work;
+    for (const MoveJob &j : jobs) {
+      if (!j.plan || j.bytes < 0) return Status::Unsupported;
+      const int64_t bytes = std::min(j.bytes, j.plan->packed_size());
+      if (bytes <= 0) continue;
+      // The typed side is GPU memory; the packed side is reached by a kernel, except
+      // that the staged method copies it with the copy engines (any host memory).
+      char *typed = nullptr, *packed = nullptr;
+      const bool staged_copy = j.transfer.method == Method::Staged;
+      if (!gpu_side(j.typed, typed) || !(staged_copy ? any_side(j.packed, packed) : gpu_side(j.packed, packed)))
+        return Status::GpuError;
+      const int64_t chunk = staged_copy && j.transfer.chunk > 0 ? j.transfer.chunk : bytes;
+      auto plan = std::make_shared<const Plan>(*j.plan);  // a launch takes its arguments with it
+      work.push_back(
+          [plan, typed, packed, bytes, chunk, packing] { staged(*plan, typed, packed, bytes, chunk, packing); });
+    }
+    if (work.empty()) return Status::Ok;
+    // Issued together, launched together: one piece of work on this thread's stream.
+    // The fence names the stream, so that any thread can finish the work.
+    auto state = std::make_shared<FenceState>();
+    state->stream = this_thread_stream();
+    state->seq = state->stream->enqueue([work = std::move(work)] {
+      for (const auto &w : work) w();
+    });
+    done.state = std::move(state);
+    return Status::Ok;
+  }
+
+  // The allocation holding `ptr` and its offset there, or null. An allocation of zero
+  // bytes still owns its address, as with CUDA.
+  const Region *find_locked(const void *ptr, size_t *offset = nullptr) const {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+    auto it = regions_.upper_bound(p);
+    if (it == regions_.begin()) return nullptr;
+    --it;
+    if (p - it->first >= std::max<size_t>(it->second.bytes, 1)) return nullptr;
+    if (offset) *offset = p - it->first;
+    return &it->second;
+  }
+
+  // Where the backend touches `ptr`: device memory at its alias, anything else as it
+  // is. With `bytes`, the range [ptr, ptr + bytes) of device memory must lie in its
+  // allocation (a copy); `gpu` says a kernel touches it, so it must be device, managed
+  // or pinned memory: a GPU cannot reach pageable host memory.
+  bool translate(const void *ptr, char *&out, bool gpu, size_t bytes = 0) {
+    size_t offset = 0;
     std::lock_guard<std::mutex> lock(mutex_);
-    regions_[reinterpret_cast<uintptr_t>(p)] = {bytes ? bytes : 1, space};
-    *out = p;
+    const Region *r = find_locked(ptr, &offset);
+    if (!r) {
+      out = static_cast<char *>(const_cast<void *>(ptr));
+      return !gpu;
+    }
+    if (!r->alias) {
+      out = static_cast<char *>(const_cast<void *>(ptr));
+      return true;
+    }
+    if (bytes && offset + bytes > r->bytes) return false;
+    out = r->alias + offset;
+    return true;
+  }
+  bool any_side(const void *ptr, char *&out) { return translate(ptr, out, false); }
+  bool gpu_side(const void *ptr, char *&out) { return translate(ptr, out, true); }
+
+  Status allocate(size_t bytes, MemorySpace space, void **out) {
+    if (space != MemorySpace::Device) {  // pinned host memory is host memory
+      void *p = std::malloc(bytes ? bytes : 1);
+      if (!p) return Status::NoMemory;
+      std::lock_guard<std::mutex> lock(mutex_);
+      regions_[reinterpret_cast<uintptr_t>(p)] = {bytes, space, nullptr, 0, kSlots};
+      *out = p;
+      return Status::Ok;
+    }
+    static const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    // Declared CUDA-aware, the MPI library reads GPU memory: so may the process.
+    static const bool host_may_touch = config().cuda_aware.value_or(false);
+    const size_t want = std::max<size_t>(bytes, 1);
+    if (want > SIZE_MAX / 2) return Status::NoMemory;
+    const size_t len = (want + page - 1) / page * page;
+    const size_t span = len + page;  // the last page lies past the file's end: a guard
+    const int fd = memfd_create("tempi-emulated-gpu", MFD_CLOEXEC);
+    if (fd < 0) return Status::NoMemory;
+    if (ftruncate(fd, off_t(len)) != 0) {  // sparse: pages cost memory once written
+      close(fd);
+      return Status::NoMemory;
+    }
+    void *alias = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    void *view = alias == MAP_FAILED ? MAP_FAILED
+                                     : mmap(nullptr, span, host_may_touch ? PROT_READ | PROT_WRITE : PROT_NONE,
+                                            MAP_SHARED | MAP_NORESERVE, fd, 0);
+    close(fd);
+    if (view == MAP_FAILED) {
+      if (alias != MAP_FAILED) munmap(alias, span);
+      return Status::NoMemory;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    ensure_fault_handler();
+    size_t slot = kSlots;
+    for (size_t k = 0; k < kSlots; ++k) {
+      const size_t i = (next_slot_ + k) % kSlots;
+      if (!g_slots[i].base.load(std::memory_order_relaxed)) {
+        slot = i;
+        next_slot_ = i + 1;
+        break;
+      }
+    }
+    if (slot < kSlots) {
+      g_slots[slot].alias.store(reinterpret_cast<uintptr_t>(alias), std::memory_order_relaxed);
+      g_slots[slot].bytes.store(bytes, std::memory_order_relaxed);
+      g_slots[slot].span.store(span, std::memory_order_relaxed);
+      g_slots[slot].base.store(reinterpret_cast<uintptr_t>(view), std::memory_order_release);
+    }
+    regions_[reinterpret_cast<uintptr_t>(view)] = {bytes, space, static_cast<char *>(alias), span, slot};
+    *out = view;
     return Status::Ok;
   }
 
   void release(void *p) {
     if (!p) return;
+    Region r;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      regions_.erase(reinterpret_cast<uintptr_t>(p));
+      auto it = regions_.find(reinterpret_cast<uintptr_t>(p));
+      if (it == regions_.end()) return;  // not ours (cudaFree would say so; nothing to free)
+      r = it->second;
+      regions_.erase(it);
+      if (r.slot < kSlots) g_slots[r.slot].base.store(0, std::memory_order_release);
     }
-    std::free(p);
+    if (!r.alias) {
+      std::free(p);
+      return;
+    }
+    munmap(p, r.span);
+    munmap(r.alias, r.span);
   }
 
   std::mutex mutex_;
   std::map<uintptr_t, Region> regions_;
+  size_t next_slot_ = 0;
+  std::atomic<uint64_t> syncs_{0};
 };
 
 }  // namespace

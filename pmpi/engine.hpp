@@ -1,0 +1,95 @@
+// The progress engine for many messages in flight (DESIGN.md, "Many messages at
+// once"). A nonblocking send of GPU data does not wait for the GPU: it queues its pack
+// and returns a generalized request. Queued packs are issued together (one batch, small
+// strided objects in one fused launch) at the next call that needs them, and each
+// message is posted to the MPI library, in the order the application started them, as
+// soon as its packed bytes are ready. Receives that complete together are unpacked
+// together, with one synchronization.
+//
+// When the engine must run:
+//   poll()   posts the sends whose packs finished; never waits (MPI_Isend, MPI_Irecv).
+//   flush()  issues every queued pack, waits for them and posts every message. Every
+//            call that may block on another process runs it first (completion calls,
+//            blocking point-to-point, probes, collectives, communicator creation and
+//            release, MPI_Buffer_detach, MPI_Finalize), so that a started send always
+//            reaches the library before this process waits for anyone.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backend.hpp"
+#include "messages.hpp"
+
+namespace tempi {
+
+using IsendFn = int (*)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+
+// A nonblocking send of GPU data, from the application's call until its message is posted.
+struct DeferredSend {
+  enum class State { Queued, Packing, Posted, Failed };
+  State state = State::Queued;
+  IsendFn post = nullptr;  // the next layer's MPI_Isend, MPI_Issend, MPI_Ibsend or MPI_Irsend
+  const char *call = "";
+  int dest = 0, tag = 0;
+  MPI_Comm comm = MPI_COMM_NULL;
+  Outgoing out;  // staging and the wire arguments
+  std::shared_ptr<const TypeInfo> info;
+  Plan plan;
+  Transfer transfer{Method::OneShot, 0};
+  const void *typed = nullptr;
+  int device = -1;
+  Fence packed;                        // the end of the pack, once issued
+  MPI_Request inner = MPI_REQUEST_NULL;  // the library's request, once posted
+  int error = MPI_SUCCESS;               // why posting failed (state Failed)
+};
+
+class Engine {
+ public:
+  // True when some send is queued or packing (a relaxed check for the fast path).
+  bool busy() const { return unposted_.load(std::memory_order_acquire) != 0; }
+
+  // Takes a send whose pack is not issued yet. Large packs are issued at once (their
+  // launch costs little beside the pack); small ones wait to be issued as a batch.
+  void add(std::shared_ptr<DeferredSend> s);
+  void poll();
+  void flush();
+  // MPI's non-overtaking rule: a send to (comm, dest) is posted after every earlier one.
+  void before_send(MPI_Comm comm, int dest);
+
+ private:
+  void issue_locked();
+  void post_ready_locked(bool wait);
+
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<DeferredSend>> queued_;   // packs not issued, in start order
+  std::vector<std::shared_ptr<DeferredSend>> packing_;  // issued, not posted, in start order
+  std::atomic<size_t> unposted_{0};
+};
+
+Engine &engine();
+
+// Runs the engine's flush when it has work: the first thing every call that may block does.
+inline void flush_sends() {
+  if (engine().busy()) engine().flush();
+}
+
+// Starts a nonblocking send of GPU data through the engine and hands the application a
+// generalized request that stands for it. Returns an MPI error code; on success
+// *request is set. `deferred` says whether TEMPI took the send (false: the caller
+// forwards the user's arguments itself).
+int start_deferred_send(IsendFn post, const char *call, const void *buf, int count, MPI_Datatype type, int dest,
+                        int tag, MPI_Comm comm, MPI_Request *request, bool &deferred);
+
+// The library's request behind an application's request to a deferred send, after the
+// engine posted it; MPI_REQUEST_NULL when posting failed (`error` says why).
+MPI_Request posted_request(const DeferredSend &s, int &error);
+
+// The application's generalized request is finished: complete and free it.
+void finish_outer(MPI_Request &outer);
+
+}  // namespace tempi

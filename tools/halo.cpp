@@ -1,0 +1,661 @@
+// TEMPI's main job: a 3-D halo exchange written the way a stencil code writes it.
+//
+// A periodic 3-D Cartesian grid of ranks; each owns an n^3 interior with ghost layers
+// of width r (local array (n+2r)^3, C order: z slowest, x fastest). Every exchange
+// sends to and receives from all 26 neighbours: 26 MPI_Irecv and 26 MPI_Isend of the
+// grid pointer with count 1 and a committed MPI_Type_create_subarray type per side,
+// then one MPI_Waitall on the 52 requests. With a GPU the grid lives in device memory
+// (touched only through gpu_backend().copy); without one it lives in host memory.
+//
+// Variants, each timed and verified in the same run (one function each, see kVariants):
+//   tempi           the exchange above; TEMPI intercepts it
+//   library-alone   the same calls as PMPI_Isend/PMPI_Irecv/PMPI_Waitall (TEMPI bypassed)
+//                   on the same grid; only where the MPI library is CUDA-aware or there
+//                   is no GPU
+//   host-copy       what an application does on a library that is not CUDA-aware: copy
+//                   the whole grid to the host, exchange there with PMPI_, copy it back
+//
+//   mpiexec -n P tempi_halo [--n 32] [--radius 2] [--type float] [--iters 30] ...
+//   (--help lists every option)
+#include <mpi.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "gpu_select.hpp"
+#include "runtime.hpp"
+
+namespace {
+
+// ---------------------------------------------------------------- options
+
+enum class Elem { Float, Double, Int, Char, Complex };
+
+struct ElemInfo {
+  Elem elem;
+  const char *name;
+  MPI_Datatype type;
+  size_t bytes;
+};
+
+ElemInfo elem_info(Elem e) {
+  switch (e) {
+    case Elem::Float: return {e, "float", MPI_FLOAT, 4};
+    case Elem::Double: return {e, "double", MPI_DOUBLE, 8};
+    case Elem::Int: return {e, "int", MPI_INT, 4};
+    case Elem::Char: return {e, "char", MPI_CHAR, 1};
+    case Elem::Complex: return {e, "complex", MPI_C_DOUBLE_COMPLEX, 16};
+  }
+  return {Elem::Float, "float", MPI_FLOAT, 4};
+}
+
+const char *const kVariantNames[] = {"tempi", "library-alone", "host-copy"};
+
+struct Options {
+  int n = 32;
+  int radius = 2;
+  Elem elem = Elem::Float;
+  int iters = 30, warmup = 5, baseline_iters = 5;
+  int dims[3] = {0, 0, 0};
+  std::vector<std::string> variants = {"tempi", "library-alone", "host-copy"};
+  std::string csv;
+  bool help = false, check = false, require_gpu = false;
+};
+
+void usage(std::FILE *f) {
+  std::fprintf(f,
+               "usage: mpiexec -n P tempi_halo [options]\n"
+               "  3-D halo exchange with all 26 neighbours on a periodic Cartesian grid of ranks.\n"
+               "  --n N               interior cells per dimension per rank (default 32)\n"
+               "  --radius R          ghost layer width, 1 <= R <= N (default 2)\n"
+               "  --type T            float|double|int|char|complex (complex: two doubles; default float)\n"
+               "  --dims A,B,C        process grid (z,y,x); 0 entries are chosen by MPI_Dims_create\n"
+               "  --iters K           timed exchanges per variant (default 30)\n"
+               "  --warmup W          untimed exchanges before them (default 5)\n"
+               "  --baseline-iters K  cap on warm-up and timed exchanges of library-alone (default 5)\n"
+               "  --variants LIST     comma-separated subset of tempi,library-alone,host-copy (default all)\n"
+               "  --csv FILE          append one row per measured variant (header when the file is new)\n"
+               "  --check             quick mode for tests: --warmup 1 --iters 2 --baseline-iters 1\n"
+               "  --require-gpu       print SKIP and exit 77 when no usable GPU is present\n"
+               "  --help              this text\n"
+               "Exit status: 0 when every variant placed every cell correctly, 1 when a cell was\n"
+               "wrong or a step failed, 2 for bad options, 77 with --require-gpu and no GPU.\n");
+}
+
+bool parse_int(const char *s, int lo, int *out) {
+  char *end = nullptr;
+  errno = 0;
+  const long v = std::strtol(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > 1 << 30) return false;
+  *out = int(v);
+  return true;
+}
+
+std::vector<std::string> split(const std::string &s) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = s.find(',', start);
+    parts.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return parts;
+}
+
+// Returns an error message, empty when the options are good.
+std::string parse(int argc, char **argv, Options &o) {
+  bool iters_set = false, warmup_set = false, baseline_set = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+    } else if (a == "--check") {
+      o.check = true;
+    } else if (a == "--require-gpu") {
+      o.require_gpu = true;
+    } else if (a == "--n" || a == "--radius" || a == "--iters" || a == "--warmup" || a == "--baseline-iters") {
+      const char *v = value();
+      int *dst = a == "--n" ? &o.n : a == "--radius" ? &o.radius : a == "--iters" ? &o.iters
+                                   : a == "--warmup" ? &o.warmup : &o.baseline_iters;
+      const int lo = a == "--warmup" ? 0 : 1;
+      if (!v || !parse_int(v, lo, dst)) return a + " needs an integer >= " + std::to_string(lo);
+      iters_set |= a == "--iters";
+      warmup_set |= a == "--warmup";
+      baseline_set |= a == "--baseline-iters";
+    } else if (a == "--type") {
+      const char *v = value();
+      const std::string t = v ? v : "";
+      if (t == "float") o.elem = Elem::Float;
+      else if (t == "double") o.elem = Elem::Double;
+      else if (t == "int") o.elem = Elem::Int;
+      else if (t == "char") o.elem = Elem::Char;
+      else if (t == "complex") o.elem = Elem::Complex;
+      else return "--type needs float, double, int, char or complex";
+    } else if (a == "--dims") {
+      const char *v = value();
+      const auto parts = split(v ? v : "");
+      if (parts.size() != 3) return "--dims needs A,B,C";
+      for (int k = 0; k < 3; ++k)
+        if (!parse_int(parts[k].c_str(), 0, &o.dims[k])) return "--dims needs three integers >= 0";
+    } else if (a == "--variants") {
+      const char *v = value();
+      o.variants = split(v ? v : "");
+      for (const auto &name : o.variants)
+        if (std::find(std::begin(kVariantNames), std::end(kVariantNames), name) == std::end(kVariantNames))
+          return "unknown variant '" + name + "' (tempi, library-alone, host-copy)";
+    } else if (a == "--csv") {
+      const char *v = value();
+      if (!v) return "--csv needs a file name";
+      o.csv = v;
+    } else {
+      return "unknown option '" + a + "'";
+    }
+  }
+  if (o.check) {
+    if (!warmup_set) o.warmup = 1;
+    if (!iters_set) o.iters = 2;
+    if (!baseline_set) o.baseline_iters = 1;
+  }
+  if (o.radius > o.n) return "--radius must not exceed --n (a send region is r cells of the interior)";
+  return "";
+}
+
+// ---------------------------------------------------------------- the stencil code's halo
+
+// Direction d in {-1,0,1}^3 \ {0}, indexed (dz+1)*9 + (dy+1)*3 + (dx+1) (13 is d = 0).
+int direction_index(const int d[3]) { return (d[0] + 1) * 9 + (d[1] + 1) * 3 + (d[2] + 1); }
+
+struct Neighbour {
+  int rank;
+  MPI_Datatype send_type, recv_type;  // interior slab next to side d, ghost region on side d
+  int send_tag, recv_tag;             // index(d), index(-d)
+};
+
+struct Halo {
+  MPI_Comm cart = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  int dims[3] = {0, 0, 0}, coords[3] = {0, 0, 0};
+  int n = 0, r = 0, full = 0;  // full = n + 2r
+  ElemInfo elem{};
+  size_t cells = 0, bytes = 0;  // of the local array
+  int64_t bytes_sent = 0;       // per exchange, summed over the 26 sends
+  std::vector<Neighbour> neighbours;
+};
+
+MPI_Datatype region(const Halo &h, const int d[3], bool ghost) {
+  int sizes[3], sub[3], start[3];
+  for (int k = 0; k < 3; ++k) {
+    sizes[k] = h.full;
+    sub[k] = d[k] == 0 ? h.n : h.r;
+    if (d[k] == 0) start[k] = h.r;
+    else if (ghost) start[k] = d[k] < 0 ? 0 : h.n + h.r;
+    else start[k] = d[k] < 0 ? h.r : h.n;  // the interior's low or high r layers
+  }
+  MPI_Datatype t;
+  MPI_Type_create_subarray(3, sizes, sub, start, MPI_ORDER_C, h.elem.type, &t);
+  MPI_Type_commit(&t);
+  return t;
+}
+
+void setup_halo(Halo &h) {
+  for (int dz = -1; dz <= 1; ++dz)
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dx = -1; dx <= 1; ++dx) {
+        const int d[3] = {dz, dy, dx};
+        if (!dz && !dy && !dx) continue;
+        const int minus_d[3] = {-dz, -dy, -dx};
+        int c[3];
+        for (int k = 0; k < 3; ++k) c[k] = h.coords[k] + d[k];  // MPI_Cart_rank wraps periodic dims
+        Neighbour nb;
+        MPI_Cart_rank(h.cart, c, &nb.rank);
+        nb.send_type = region(h, d, false);
+        nb.recv_type = region(h, d, true);
+        nb.send_tag = direction_index(d);
+        nb.recv_tag = direction_index(minus_d);
+        int bytes = 0;
+        MPI_Type_size(nb.send_type, &bytes);
+        h.bytes_sent += bytes;
+        h.neighbours.push_back(nb);
+      }
+}
+
+void free_halo(Halo &h) {
+  for (auto &nb : h.neighbours) {
+    MPI_Type_free(&nb.send_type);
+    MPI_Type_free(&nb.recv_type);
+  }
+  h.neighbours.clear();
+}
+
+// One exchange: every receive posted, every send posted, one completion call. The
+// function pointers choose MPI_ (through TEMPI) or PMPI_ (the library alone).
+using IsendFn = int (*)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+using IrecvFn = int (*)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+using WaitallFn = int (*)(int, MPI_Request[], MPI_Status[]);
+
+void exchange(const Halo &h, void *grid, IsendFn isend, IrecvFn irecv, WaitallFn waitall) {
+  MPI_Request reqs[52];
+  int k = 0;
+  for (const auto &nb : h.neighbours) irecv(grid, 1, nb.recv_type, nb.rank, nb.recv_tag, h.cart, &reqs[k++]);
+  for (const auto &nb : h.neighbours) isend(grid, 1, nb.send_type, nb.rank, nb.send_tag, h.cart, &reqs[k++]);
+  waitall(k, reqs, MPI_STATUSES_IGNORE);
+}
+
+// ---------------------------------------------------------------- cell values
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The value of global cell L (linear index in the global grid); distinct cells get
+// distinct values (char: a hash mod 251, so 250 of 251 misplaced cells show).
+void cell_value(Elem e, uint64_t L, unsigned char *out) {
+  switch (e) {
+    case Elem::Float: {  // distinct finite floats >= 1 for up to 2^30 cells, exactly
+      const uint32_t bits = 0x3F800000u + uint32_t(L % 0x3F000000u);
+      std::memcpy(out, &bits, 4);
+      break;
+    }
+    case Elem::Double: {
+      const double v = double(L) + 0.25;
+      std::memcpy(out, &v, 8);
+      break;
+    }
+    case Elem::Int: {
+      const int32_t v = int32_t(L & 0x7fffffff);
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case Elem::Char: out[0] = static_cast<unsigned char>(splitmix64(L) % 251); break;
+    case Elem::Complex: {
+      const double v[2] = {double(L) + 0.25, -(double(L) + 0.5)};
+      std::memcpy(out, v, 16);
+      break;
+    }
+  }
+}
+
+// What the ghost cells hold before an exchange: no cell ever holds it.
+void poison_value(Elem e, unsigned char *out) {
+  switch (e) {
+    case Elem::Float: {
+      const float v = -1.f;
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case Elem::Double: {
+      const double v = -1.;
+      std::memcpy(out, &v, 8);
+      break;
+    }
+    case Elem::Int: {
+      const int32_t v = -1;
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case Elem::Char: out[0] = 255; break;
+    case Elem::Complex: {
+      const double v[2] = {-1., -1.};
+      std::memcpy(out, v, 16);
+      break;
+    }
+  }
+}
+
+// `expected`: every local cell (ghosts included) holds the value of the global cell it
+// stands for, with periodic wrap. `initial`: the same with every ghost cell poisoned.
+void fill_host_grids(const Halo &h, std::vector<unsigned char> &expected, std::vector<unsigned char> &initial) {
+  const size_t es = h.elem.bytes;
+  expected.assign(h.bytes, 0);
+  initial.assign(h.bytes, 0);
+  int64_t G[3];
+  for (int k = 0; k < 3; ++k) G[k] = int64_t(h.dims[k]) * h.n;
+  unsigned char poison[16];
+  poison_value(h.elem.elem, poison);
+  size_t i = 0;
+  for (int z = 0; z < h.full; ++z)
+    for (int y = 0; y < h.full; ++y)
+      for (int x = 0; x < h.full; ++x, ++i) {
+        const int local[3] = {z, y, x};
+        int64_t g[3];
+        bool ghost = false;
+        for (int k = 0; k < 3; ++k) {
+          g[k] = ((int64_t(h.coords[k]) * h.n + local[k] - h.r) % G[k] + G[k]) % G[k];
+          ghost |= local[k] < h.r || local[k] >= h.n + h.r;
+        }
+        const uint64_t L = uint64_t((g[0] * G[1] + g[1]) * G[2] + g[2]);
+        cell_value(h.elem.elem, L, &expected[i * es]);
+        std::memcpy(&initial[i * es], ghost ? poison : &expected[i * es], es);
+      }
+}
+
+size_t count_wrong(const Halo &h, const std::vector<unsigned char> &got, const std::vector<unsigned char> &expected) {
+  const size_t es = h.elem.bytes;
+  size_t wrong = 0;
+  for (size_t i = 0; i < h.cells; ++i) wrong += std::memcmp(&got[i * es], &expected[i * es], es) != 0;
+  return wrong;
+}
+
+// ---------------------------------------------------------------- variants
+
+// Where the grid lives, and how the host reaches it: device memory only through
+// gpu_backend().copy, never directly.
+struct Grid {
+  bool on_gpu = false;
+  void *data = nullptr;                  // device memory, or host_storage.data()
+  std::vector<unsigned char> host_storage;  // the grid itself without a GPU
+  std::vector<unsigned char> staging;       // the host-copy variant's host grid
+
+  bool upload(const std::vector<unsigned char> &src) {
+    if (!on_gpu) {
+      std::memcpy(data, src.data(), src.size());
+      return true;
+    }
+    return tempi::gpu_backend().copy(data, src.data(), src.size()) == tempi::Status::Ok;
+  }
+  bool download(std::vector<unsigned char> &dst) {
+    if (!on_gpu) {
+      std::memcpy(dst.data(), data, dst.size());
+      return true;
+    }
+    return tempi::gpu_backend().copy(dst.data(), data, dst.size()) == tempi::Status::Ok;
+  }
+};
+
+// A variant is one exchange function plus when it can run. It returns false when a
+// local (non-MPI) step failed; it must still make every MPI call so peers never hang.
+struct Variant {
+  const char *name;
+  bool capped;  // iterations capped by --baseline-iters
+  // Empty when the variant can run, else the reason it cannot ("n/a (...)").
+  std::string (*unavailable)(const Grid &);
+  bool (*run)(const Halo &, Grid &);
+};
+
+std::string always(const Grid &) { return ""; }
+
+bool exchange_tempi(const Halo &h, Grid &g) {
+  exchange(h, g.data, MPI_Isend, MPI_Irecv, MPI_Waitall);
+  return true;
+}
+
+std::string library_unavailable(const Grid &g) {
+  return !g.on_gpu || tempi::mpi_is_cuda_aware() ? "" : "n/a (MPI library not CUDA-aware)";
+}
+bool exchange_library_alone(const Halo &h, Grid &g) {
+  exchange(h, g.data, PMPI_Isend, PMPI_Irecv, PMPI_Waitall);
+  return true;
+}
+
+std::string host_copy_unavailable(const Grid &g) {
+  return g.on_gpu ? "" : "n/a (no GPU: the grid is already in host memory)";
+}
+bool exchange_host_copy(const Halo &h, Grid &g) {
+  bool ok = g.download(g.staging);
+  exchange(h, g.staging.data(), PMPI_Isend, PMPI_Irecv, PMPI_Waitall);
+  ok &= g.upload(g.staging);
+  return ok;
+}
+
+// Further variants (MPI_Neighbor_alltoallw on a graph of the 26 sides, persistent
+// requests) go here as one more function and one more row.
+const Variant kVariants[] = {
+    {"tempi", false, always, exchange_tempi},
+    {"library-alone", true, library_unavailable, exchange_library_alone},
+    {"host-copy", false, host_copy_unavailable, exchange_host_copy},
+};
+
+struct Result {
+  std::string name;
+  std::string na;  // reason when not measured
+  bool failed = false;
+  int iters = 0;
+  double median_us = 0, min_us = 0, max_us = 0;
+  long long checked = 0, wrong = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+bool all_ranks(MPI_Comm comm, bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
+  return all == 1;
+}
+bool all_ranks(const Halo &h, bool ok) { return all_ranks(h.cart, ok); }
+
+Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const std::vector<unsigned char> &expected,
+               const std::vector<unsigned char> &initial) {
+  Result res;
+  res.name = v.name;
+  res.na = v.unavailable(g);
+  if (!res.na.empty()) return res;
+  const int warmup = v.capped ? std::min(o.warmup, o.baseline_iters) : o.warmup;
+  const int iters = v.capped ? std::min(o.iters, o.baseline_iters) : o.iters;
+  res.iters = iters;
+
+  bool ok = g.upload(initial);
+  for (int i = 0; i < warmup; ++i) ok &= v.run(h, g);
+  std::vector<double> local(static_cast<size_t>(iters)), worst(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    MPI_Barrier(h.cart);
+    const double t0 = MPI_Wtime();
+    ok &= v.run(h, g);
+    local[size_t(i)] = 1e6 * (MPI_Wtime() - t0);
+  }
+  // The time of an iteration is that of its slowest rank.
+  MPI_Allreduce(local.data(), worst.data(), iters, MPI_DOUBLE, MPI_MAX, h.cart);
+  res.median_us = median(worst);
+  res.min_us = *std::min_element(worst.begin(), worst.end());
+  res.max_us = *std::max_element(worst.begin(), worst.end());
+
+  // Verification: poisoned ghosts, one exchange, every cell compared.
+  std::vector<unsigned char> got(h.bytes);
+  ok &= g.upload(initial);
+  ok &= v.run(h, g);
+  ok &= g.download(got);
+  long long counts[2] = {(long long)h.cells, ok ? (long long)count_wrong(h, got, expected) : (long long)h.cells};
+  long long totals[2] = {0, 0};
+  MPI_Allreduce(counts, totals, 2, MPI_LONG_LONG, MPI_SUM, h.cart);
+  res.checked = totals[0];
+  res.wrong = totals[1];
+  res.failed = !all_ranks(h, ok);
+  return res;
+}
+
+// ---------------------------------------------------------------- output
+
+std::string first_line(const char *s) {
+  std::string t(s);
+  const size_t nl = t.find('\n');
+  if (nl != std::string::npos) t.resize(nl);
+  std::string out;  // runs of blanks (MPICH puts a tab after "Version:") become one space
+  for (char c : t) {
+    const bool blank = c == ' ' || c == '\t' || c == '\r';
+    if (!blank) out += c;
+    else if (!out.empty() && out.back() != ' ') out += ' ';
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+std::string today() {
+  char buf[64];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
+void print_header(const Halo &h, const Grid &g, const Options &o) {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  MPI_Get_library_version(version, &len);
+  tempi::Backend &gpu = tempi::gpu_backend();
+  std::printf("tempi_halo: 3-D halo exchange with 26 neighbours (26 MPI_Irecv + 26 MPI_Isend of subarray types, "
+              "one MPI_Waitall)\n");
+  std::printf("  ranks            %d, process grid %d x %d x %d (z, y, x), periodic\n", h.size, h.dims[0], h.dims[1],
+              h.dims[2]);
+  std::printf("  per rank         interior %d^3, radius %d, local array %d^3 of %s (%zu B each), %zu B\n", h.n, h.r,
+              h.full, h.elem.name, h.elem.bytes, h.bytes);
+  std::printf("  bytes sent       %lld per rank per exchange\n", (long long)h.bytes_sent);
+  std::printf("  grid in          %s\n",
+              g.on_gpu ? ("GPU memory: " + gpu.device_name()).c_str() : "host memory (no GPU)");
+  std::printf("  MPI library      %s\n", first_line(version).c_str());
+  std::printf("  CUDA-aware       %s\n", tempi::mpi_is_cuda_aware() ? "yes" : "no");
+  std::printf("  iterations       %d warm-up + %d timed per variant (library-alone at most %d + %d)\n", o.warmup,
+              o.iters, std::min(o.warmup, o.baseline_iters), std::min(o.iters, o.baseline_iters));
+  std::printf("  date             %s\n", today().c_str());
+  std::printf("Time of one exchange: MPI_Barrier, then first post to MPI_Waitall's return; per iteration the "
+              "slowest rank.\n\n");
+}
+
+void print_table(const std::vector<Result> &results) {
+  const Result *base = nullptr;
+  for (const auto &r : results)
+    if (r.name == "tempi" && r.na.empty()) base = &r;
+  std::printf("%-14s %12s %12s %12s %15s %12s %14s\n", "variant", "median us", "min us", "max us", "ratio to tempi",
+              "wrong cells", "cells checked");
+  for (const auto &r : results) {
+    if (!r.na.empty()) {
+      std::printf("%-14s %s\n", r.name.c_str(), r.na.c_str());
+      continue;
+    }
+    char ratio[32] = "-";
+    if (base && base->median_us > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", r.median_us / base->median_us);
+    std::printf("%-14s %12.1f %12.1f %12.1f %15s %12lld %14lld%s\n", r.name.c_str(), r.median_us, r.min_us, r.max_us,
+                ratio, r.wrong, r.checked, r.failed ? "  (a copy failed)" : "");
+  }
+  for (const auto &r : results)
+    if (r.na.empty())
+      std::printf("verify %s: %lld cells checked / %lld wrong (%d timed exchanges)\n", r.name.c_str(), r.checked,
+                  r.wrong, r.iters);
+}
+
+bool append_csv(const std::string &path, const Halo &h, const std::vector<Result> &results) {
+  std::FILE *f = std::fopen(path.c_str(), "a");
+  if (!f) return false;
+  std::fseek(f, 0, SEEK_END);
+  if (std::ftell(f) == 0) std::fprintf(f, "variant,ranks,n,radius,type,bytes_per_rank,median_us,min_us,max_us,wrong\n");
+  for (const auto &r : results)
+    if (r.na.empty())
+      std::fprintf(f, "%s,%d,%d,%d,%s,%lld,%.3f,%.3f,%.3f,%lld\n", r.name.c_str(), h.size, h.n, h.r, h.elem.name,
+                   (long long)h.bytes_sent, r.median_us, r.min_us, r.max_us, r.wrong);
+  return std::fclose(f) == 0;
+}
+
+int run(int argc, char **argv) {
+  int world_rank = 0, world_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  const bool root = world_rank == 0;
+
+  Options o;
+  const std::string error = parse(argc, argv, o);  // every rank parses the same arguments
+  if (o.help) {
+    if (root) usage(stdout);
+    return 0;
+  }
+  if (!error.empty()) {
+    if (root) {
+      std::fprintf(stderr, "tempi_halo: %s\n", error.c_str());
+      usage(stderr);
+    }
+    return 2;
+  }
+  tempi::Backend &gpu = tempi::gpu_backend();
+  Grid grid;
+  grid.on_gpu = all_ranks(MPI_COMM_WORLD, gpu.has_gpu());  // every rank takes the same path
+  if (o.require_gpu && !grid.on_gpu) {
+    if (root) std::printf("SKIP: no usable GPU\n");
+    return 77;
+  }
+
+  Halo h;
+  h.size = world_size;
+  int fixed = 1;
+  for (int k = 0; k < 3; ++k) {
+    h.dims[k] = o.dims[k];
+    if (o.dims[k] > 0) fixed *= o.dims[k];
+  }
+  if (world_size % fixed != 0 || (fixed != world_size && o.dims[0] && o.dims[1] && o.dims[2])) {
+    if (root) std::fprintf(stderr, "tempi_halo: --dims %d,%d,%d does not fit %d ranks\n", o.dims[0], o.dims[1],
+                           o.dims[2], world_size);
+    return 2;
+  }
+  MPI_Dims_create(world_size, 3, h.dims);
+  const int periods[3] = {1, 1, 1};
+  MPI_Cart_create(MPI_COMM_WORLD, 3, h.dims, periods, 0, &h.cart);
+  MPI_Comm_rank(h.cart, &h.rank);
+  MPI_Cart_coords(h.cart, h.rank, 3, h.coords);
+  h.n = o.n;
+  h.r = o.radius;
+  h.full = o.n + 2 * o.radius;
+  h.elem = elem_info(o.elem);
+  h.cells = size_t(h.full) * h.full * h.full;
+  h.bytes = h.cells * h.elem.bytes;
+  setup_halo(h);
+
+  std::vector<unsigned char> expected, initial;
+  fill_host_grids(h, expected, initial);
+  bool ok = true;
+  if (grid.on_gpu) {
+    ok = gpu.allocate_device(h.bytes, &grid.data) == tempi::Status::Ok;
+    if (ok) grid.staging.assign(h.bytes, 0);
+  } else {
+    grid.host_storage.assign(h.bytes, 0);
+    grid.data = grid.host_storage.data();
+  }
+  int rc = 0;
+  if (!all_ranks(h, ok)) {
+    if (root) std::fprintf(stderr, "tempi_halo: could not allocate %zu bytes of GPU memory on some rank\n", h.bytes);
+    rc = 1;
+  } else {
+    if (root) print_header(h, grid, o);
+    std::vector<Result> results;
+    for (const Variant &v : kVariants)
+      if (std::find(o.variants.begin(), o.variants.end(), v.name) != o.variants.end())
+        results.push_back(measure(h, grid, v, o, expected, initial));
+    if (root) {
+      print_table(results);
+      if (!o.csv.empty() && !append_csv(o.csv, h, results))
+        std::fprintf(stderr, "tempi_halo: could not write %s\n", o.csv.c_str());
+    }
+    bool good = true;
+    for (const auto &r : results) good &= r.na.empty() ? r.wrong == 0 && !r.failed : true;
+    if (root) std::printf("%s\n", good ? "PASS: every cell in place" : "FAIL: wrong cells or a failed step (see above)");
+    rc = good ? 0 : 1;
+  }
+  if (grid.on_gpu && grid.data) gpu.free_device(grid.data);
+  free_halo(h);
+  MPI_Comm_free(&h.cart);
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  tempi::tools::select_gpu_before_mpi_init();  // one GPU per rank where there are several
+  MPI_Init(&argc, &argv);
+  const int rc = run(argc, argv);
+  std::fflush(stdout);
+  MPI_Finalize();
+  return rc;
+}

@@ -47,6 +47,8 @@ int wire_type(int64_t bytes, MPI_Comm comm, int &count, MPI_Datatype &type, Owne
   return MPI_SUCCESS;
 }
 
+}  // namespace
+
 // The bytes a (count, type) buffer spans, relative to its address (types TEMPI cannot plan).
 void span_of(int count, MPI_Datatype type, int64_t &lo, int64_t &bytes) {
   MPI_Count lb, extent, true_lb, true_extent;
@@ -56,6 +58,8 @@ void span_of(int count, MPI_Datatype type, int64_t &lo, int64_t &bytes) {
   lo = true_lb + std::min<int64_t>(0, last);
   bytes = true_lb + true_extent + std::max<int64_t>(0, last) - lo;
 }
+
+namespace {
 
 void log_downgrade_once(Method requested) {
   static std::atomic<bool> said{false};

@@ -104,6 +104,10 @@ struct Finishing {
 };
 int finish_recvs(std::vector<Finishing> &batch);
 
+// The bytes [lo, lo + bytes) relative to its address that a buffer of `count` (> 0)
+// elements of `type` spans.
+void span_of(int count, MPI_Datatype type, int64_t &lo, int64_t &bytes);
+
 // The method that TEMPI_METHOD requested, or what TEMPIX_Set_method set since.
 Method requested_method();
 void set_requested_method(Method m);

@@ -4,7 +4,10 @@
 #include "errors.hpp"
 #include "forward.hpp"
 #include "log.hpp"
+#include "messages.hpp"
 #include "runtime.hpp"
+
+#include <vector>
 #include "type_cache.hpp"
 
 namespace tempi {
@@ -21,6 +24,68 @@ int check_args(MPI_Comm comm, const char *call, int count, MPI_Datatype type, co
   return MPI_SUCCESS;
 }
 
+// GPU memory a library that is not CUDA-aware must not see: copies of it in host memory.
+class HostImage {
+ public:
+  // `bytes` bytes at `gpu` (null: not GPU memory, nothing to copy), read now if `read`.
+  int take(const void *gpu, int64_t bytes, bool read, MPI_Comm comm, const char *call) {
+    gpu_ = gpu;
+    if (!gpu) return MPI_SUCCESS;
+    host_.resize(size_t(bytes > 0 ? bytes : 1));
+    if (read && bytes > 0 && gpu_backend().copy(host_.data(), gpu, size_t(bytes)) != Status::Ok)
+      return raise_error(comm, MPI_ERR_INTERN, "%s: copying GPU data to the host failed", call);
+    return MPI_SUCCESS;
+  }
+  // Writes bytes [first, last) of the image back to the GPU.
+  int put_back(int64_t first, int64_t last, MPI_Comm comm, const char *call) {
+    if (!gpu_ || last <= first) return MPI_SUCCESS;
+    if (gpu_backend().copy(const_cast<char *>(static_cast<const char *>(gpu_)) + first, host_.data() + first,
+                           size_t(last - first)) != Status::Ok)
+      return raise_error(comm, MPI_ERR_INTERN, "%s: copying data back to the GPU failed", call);
+    return MPI_SUCCESS;
+  }
+  char *data() { return host_.data(); }
+
+ private:
+  const void *gpu_ = nullptr;
+  std::vector<char> host_;
+};
+
+// A datatype TEMPI does not plan, with GPU memory on either side and a library that
+// cannot read GPU memory: the library packs between host images of the buffers.
+int pack_through_host(const void *inbuf, int incount, MPI_Datatype type, void *outbuf, int outsize, int *position,
+                      MPI_Comm comm) {
+  int64_t lo = 0, span = 0;
+  span_of(incount, type, lo, span);
+  HostImage typed, packed;
+  if (int err = typed.take(on_gpu(inbuf) ? static_cast<const char *>(inbuf) + lo : nullptr, span, true, comm,
+                           "MPI_Pack"))
+    return err;
+  if (int err = packed.take(on_gpu(outbuf) ? outbuf : nullptr, outsize, false, comm, "MPI_Pack")) return err;
+  const void *src = on_gpu(inbuf) ? typed.data() - lo : inbuf;
+  void *dst = on_gpu(outbuf) ? packed.data() : outbuf;
+  const int before = *position;
+  const int err = TEMPI_NEXT(MPI_Pack)(src, incount, type, dst, outsize, position, comm);
+  if (err != MPI_SUCCESS) return err;
+  return packed.put_back(before, *position, comm, "MPI_Pack");
+}
+
+int unpack_through_host(const void *inbuf, int insize, int *position, void *outbuf, int outcount, MPI_Datatype type,
+                        MPI_Comm comm) {
+  int64_t lo = 0, span = 0;
+  span_of(outcount, type, lo, span);
+  HostImage packed, typed;
+  if (int err = packed.take(on_gpu(inbuf) ? inbuf : nullptr, insize, true, comm, "MPI_Unpack")) return err;
+  // The typed image is read first: the bytes between the type's blocks go back unchanged.
+  char *typed_gpu = on_gpu(outbuf) ? static_cast<char *>(outbuf) + lo : nullptr;
+  if (int err = typed.take(typed_gpu, span, true, comm, "MPI_Unpack")) return err;
+  const void *src = on_gpu(inbuf) ? packed.data() : inbuf;
+  void *dst = on_gpu(outbuf) ? typed.data() - lo : outbuf;
+  const int err = TEMPI_NEXT(MPI_Unpack)(src, insize, position, dst, outcount, type, comm);
+  if (err != MPI_SUCCESS) return err;
+  return typed.put_back(0, span, comm, "MPI_Unpack");
+}
+
 }  // namespace
 
 }  // namespace tempi
@@ -35,7 +100,11 @@ int TEMPI_WRAPPER(MPI_Pack)(const void *inbuf, int incount, MPI_Datatype datatyp
     return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
   if (const int err = check_args(comm, "MPI_Pack", incount, datatype, position)) return err;
   const std::shared_ptr<const TypeInfo> info = type_cache().find(datatype);
-  if (!info->plan) return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
+  if (!info->plan) {
+    if (mpi_is_cuda_aware() || incount == 0)
+      return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
+    return pack_through_host(inbuf, incount, datatype, outbuf, outsize, position, comm);
+  }
   const int64_t bytes = info->size * incount;
   const OnDeviceOf on_its_gpu(gpu_backend().device_of(inbuf) >= 0 ? inbuf : outbuf);
   if (*position < 0 || *position + bytes > outsize)
@@ -54,7 +123,11 @@ int TEMPI_WRAPPER(MPI_Unpack)(const void *inbuf, int insize, int *position, void
     return TEMPI_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, datatype, comm);
   if (const int err = check_args(comm, "MPI_Unpack", outcount, datatype, position)) return err;
   const std::shared_ptr<const TypeInfo> info = type_cache().find(datatype);
-  if (!info->plan) return TEMPI_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, datatype, comm);
+  if (!info->plan) {
+    if (mpi_is_cuda_aware() || outcount == 0)
+      return TEMPI_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, datatype, comm);
+    return unpack_through_host(inbuf, insize, position, outbuf, outcount, datatype, comm);
+  }
   const int64_t bytes = info->size * outcount;
   const OnDeviceOf on_its_gpu(gpu_backend().device_of(outbuf) >= 0 ? outbuf : inbuf);
   if (*position < 0 || *position + bytes > insize)

@@ -288,6 +288,43 @@ TEST_CASE("a type TEMPI does not plan still arrives", "[p2p]") {
   release(l);
 }
 
+TEST_CASE("MPI_Pack and MPI_Unpack of a type TEMPI does not plan, on GPU memory", "[p2p][pack]") {
+  // A vector of MPI_DOUBLE_INT with gaps: the library packs it, from host images of the
+  // GPU buffers where it cannot read GPU memory.
+  MPI_Datatype strided;
+  MPI_Type_vector(4, 1, 3, MPI_DOUBLE_INT, &strided);
+  const Layout l{committed(strided), 2};
+  const std::vector<char> src = pattern(l.span(), 77);
+  int size = 0;
+  MPI_Pack_size(l.count, l.type, MPI_COMM_WORLD, &size);
+  std::vector<char> want(size_t(size) + 8, kPoison);
+  int wpos = 8;
+  PMPI_Pack(src.data(), l.count, l.type, want.data(), int(want.size()), &wpos, MPI_COMM_WORLD);
+  for (Where tw : {Where::Gpu, Where::Host})
+    for (Where pw : {Where::Gpu, Where::Host}) {
+      INFO("typed in " << int(tw) << ", packed in " << int(pw));
+      Buf typed(tw, l.span()), packed(pw, want.size());
+      typed.upload(src);
+      packed.upload(std::vector<char>(want.size(), kPoison));
+      int pos = 8;
+      REQUIRE(MPI_Pack(typed.get(), l.count, l.type, packed.get(), int(want.size()), &pos, MPI_COMM_WORLD) ==
+              MPI_SUCCESS);
+      CHECK(pos == wpos);
+      CHECK(first_difference(packed.download(), want) == "");
+      // unpack over a poisoned typed buffer: the gaps keep the poison
+      std::vector<char> image(l.span(), kPoison);
+      int upos = 8;
+      PMPI_Unpack(want.data(), int(want.size()), &upos, image.data(), l.count, l.type, MPI_COMM_WORLD);
+      typed.upload(std::vector<char>(l.span(), kPoison));
+      pos = 8;
+      REQUIRE(MPI_Unpack(packed.get(), int(want.size()), &pos, typed.get(), l.count, l.type, MPI_COMM_WORLD) ==
+              MPI_SUCCESS);
+      CHECK(pos == wpos);
+      CHECK(first_difference(typed.download(), image) == "");
+    }
+  release(l);
+}
+
 TEST_CASE("managed memory is GPU data", "[p2p]") {
   const Layout l{subarray3d(), 1};
   exchange(l, Where::Managed, l, Where::Managed, Mode::Blocking, 71);

@@ -5,7 +5,8 @@
 # archive there, $OUT/logs-MPI.tgz.
 #   bash tools/gpu/device_checks.sh [mpich|openmpi|cuda-openmpi]
 # Steps, each on unless set to 0: TESTS (all suites; TESTS=gpu runs the gpu suite only),
-# SANITIZE, DEMO, BENCH (pack and commit), P2P (the ping-pong; P2P_ARGS for its options).
+# SANITIZE, DEMO, BENCH (pack and commit), P2P (the ping-pong; P2P_ARGS for its options),
+# HALO (the 26-neighbour exchange at n = HALO_SIZES on 2 ranks, and n=64 on 8 ranks under MPS).
 set -uo pipefail
 mpi=${1:-mpich}
 top=${OUT:-gpu-out}
@@ -49,6 +50,24 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   TEMPI_METHOD=staged TEMPI_PIPELINE_THRESHOLD=1000 TEMPI_PIPELINE_CHUNK=333 timeout 300 $launcher $margs -n 2 compute-sanitizer --tool memcheck \
     --error-exitcode 9 $b/tests/gpu/test_gpu_p2p "~[large]" > "$out/sanitizer-p2p-$mpi.log" 2>&1
   echo "compute-sanitizer memcheck (p2p, 2 ranks, pipelined) exit: $?"; grep -E "ERROR SUMMARY|test cases|All tests" "$out/sanitizer-p2p-$mpi.log"
+fi
+if [ "${SANITIZE:-1}" = 1 ] && [ -x $b/tests/gpu/test_gpu_storm ]; then
+  for tool in memcheck racecheck; do
+    timeout 300 $launcher $margs -n 2 compute-sanitizer --tool $tool --error-exitcode 9 $b/tests/gpu/test_gpu_storm \
+      > "$out/sanitizer-storm-$tool-$mpi.log" 2>&1
+    echo "compute-sanitizer $tool (storm, 2 ranks) exit: $?"; grep -E "ERROR SUMMARY|test cases|All tests" "$out/sanitizer-storm-$tool-$mpi.log"
+  done
+fi
+if [ "${HALO:-1}" = 1 ]; then
+  for n in ${HALO_SIZES:-32 64 128}; do
+    run -n 2 $b/tools/tempi_halo --n $n --iters 50 --csv "$top/halo-$mpi.csv" ${HALO_ARGS:-} 2>&1 | tee -a "$top/halo-$mpi.txt" | grep -E "^tempi|^library|^host-copy|wrong|FAIL"
+    TEMPI_METHOD=oneshot run -n 2 $b/tools/tempi_halo --n $n --iters 50 --variants tempi 2>&1 | grep -E "^tempi" | sed 's/^tempi/tempi(oneshot)/'
+  done
+  if [ "${HALO8:-1}" = 1 ]; then
+    nvidia-cuda-mps-control -d 2>/dev/null && echo "MPS started"
+    run -n 8 $b/tools/tempi_halo --n 64 --iters 30 --baseline-iters 2 --csv "$top/halo-$mpi.csv" 2>&1 | tee -a "$top/halo-$mpi.txt" | grep -E "^tempi|^library|^host-copy|wrong|FAIL|ranks"
+    echo quit | nvidia-cuda-mps-control 2>/dev/null
+  fi
 fi
 if [ "${BENCH:-1}" = 1 ]; then
   $b/tools/bench_commit | tee "$top/bench_commit.txt"

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "config.hpp"
 #include "errors.hpp"
 #include "forward.hpp"
 #include "log.hpp"
@@ -55,8 +54,7 @@ void Engine::add(std::shared_ptr<DeferredSend> s) {
   const bool large = s->plan.packed_size() >= kIssueAtOnceBytes;
   queued_.push_back(std::move(s));
   unposted_.fetch_add(1, std::memory_order_release);
-  if (large || config().eager_sends) issue_locked();
-  if (config().eager_sends) post_ready_locked(true);
+  if (large) issue_locked();
 }
 
 // Issues every queued pack: one backend call per GPU, so that they launch together.
@@ -153,24 +151,18 @@ Engine &engine() {
   return *e;
 }
 
-int start_deferred_send(IsendFn post_fn, const char *call, const void *buf, int count, MPI_Datatype type, int dest,
-                        int tag, MPI_Comm comm, MPI_Request *request, bool &deferred) {
-  deferred = false;
-  auto s = std::make_shared<DeferredSend>();
-  SendPlan sp;
-  if (const int err = plan_send(buf, count, type, dest, comm, call, sp, s->out)) return err;
-  if (sp.kind != SendPlan::Kind::Pack) {
-    // Region copies and passed-through arguments go the synchronous way (the caller's).
-    return MPI_SUCCESS;
-  }
+int start_deferred_send(IsendFn post_fn, const char *call, const void *buf, SendPlan &sp, Outgoing &out, int dest,
+                        int tag, MPI_Comm comm, MPI_Request *request) {
   MPI_Request outer = MPI_REQUEST_NULL;
   if (const int err = PMPI_Grequest_start(query_send, free_send, cancel_send, nullptr, &outer))
     return raise_error(comm, err, "%s: cannot create the request for a GPU send", call);
+  auto s = std::make_shared<DeferredSend>();
   s->post = post_fn;
   s->call = call;
   s->dest = dest;
   s->tag = tag;
   s->comm = comm;
+  s->out = std::move(out);
   s->info = std::move(sp.info);
   s->plan = std::move(sp.plan);
   s->transfer = sp.transfer;
@@ -181,7 +173,6 @@ int start_deferred_send(IsendFn post_fn, const char *call, const void *buf, int 
   requests().add(outer, std::move(p));
   engine().add(std::move(s));
   *request = outer;
-  deferred = true;
   return MPI_SUCCESS;
 }
 

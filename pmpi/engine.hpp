@@ -78,12 +78,11 @@ inline void flush_sends() {
   if (engine().busy()) engine().flush();
 }
 
-// Starts a nonblocking send of GPU data through the engine and hands the application a
-// generalized request that stands for it. Returns an MPI error code; on success
-// *request is set. `deferred` says whether TEMPI took the send (false: the caller
-// forwards the user's arguments itself).
-int start_deferred_send(IsendFn post, const char *call, const void *buf, int count, MPI_Datatype type, int dest,
-                        int tag, MPI_Comm comm, MPI_Request *request, bool &deferred);
+// Starts a nonblocking send that TEMPI packs (plan_send gave SendPlan::Kind::Pack)
+// through the engine, and hands the application a generalized request that stands for
+// it. Returns an MPI error code; on success *request is set.
+int start_deferred_send(IsendFn post, const char *call, const void *buf, SendPlan &sp, Outgoing &out, int dest,
+                        int tag, MPI_Comm comm, MPI_Request *request);
 
 // The library's request behind an application's request to a deferred send, after the
 // engine posted it; MPI_REQUEST_NULL when posting failed (`error` says why).

@@ -166,6 +166,10 @@ int prepare_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Co
                  Outgoing &out) {
   SendPlan sp;
   if (const int err = plan_send(buf, count, type, peer, comm, call, sp, out)) return err;
+  return fill_staging(buf, sp, out, comm, call);
+}
+
+int fill_staging(const void *buf, const SendPlan &sp, Outgoing &out, MPI_Comm comm, const char *call) {
   if (sp.kind == SendPlan::Kind::PassThrough) return MPI_SUCCESS;
   Backend &b = gpu_backend();
   const OnDeviceOf on_its_gpu(buf);

@@ -62,7 +62,10 @@ struct SendPlan {
 int plan_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
               SendPlan &sp, Outgoing &out);
 
-// plan_send, then the data moved into the staging (completes before returning).
+// Moves a planned send's data into its staging (completes before returning).
+int fill_staging(const void *buf, const SendPlan &sp, Outgoing &out, MPI_Comm comm, const char *call);
+
+// plan_send, then fill_staging.
 int prepare_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
                  Outgoing &out);
 

@@ -29,16 +29,16 @@ int send_with(SendFn next, const char *call, const void *buf, int count, MPI_Dat
 
 int isend_with(IsendFn next, const char *call, const void *buf, int count, MPI_Datatype type, int dest, int tag,
                MPI_Comm comm, MPI_Request *request) {
-  engine().before_send(comm, dest);
   engine().poll();
-  if (active() && !config().eager_sends) {
-    bool deferred = false;
-    if (const int err = start_deferred_send(next, call, buf, count, type, dest, tag, comm, request, deferred))
-      return err;
-    if (deferred) return MPI_SUCCESS;
-  }
+  SendPlan sp;
   Outgoing out;
-  if (const int err = prepare_send(buf, count, type, dest, comm, call, out)) return err;
+  if (const int err = plan_send(buf, count, type, dest, comm, call, sp, out)) return err;
+  // Deferred sends keep their order among themselves (the engine posts in start order);
+  // any other send waits for earlier deferred ones to the same destination.
+  if (sp.kind == SendPlan::Kind::Pack && !config().eager_sends)
+    return start_deferred_send(next, call, buf, sp, out, dest, tag, comm, request);
+  engine().before_send(comm, dest);
+  if (const int err = fill_staging(buf, sp, out, comm, call)) return err;
   if (!out.staging.owner) return next(out.buf, out.count, out.type, dest, tag, comm, request);
   const int err = next(out.buf, out.count, out.type, dest, tag, comm, request);
   if (err == MPI_SUCCESS) {

@@ -936,6 +936,70 @@ TEST_CASE("threads storm under MPI_THREAD_MULTIPLE", "[storm][threads]") {
   for (const std::string &f : failures) CHECK(f == "");
 }
 
+// ---- 4b --------------------------------------------------------------------------------
+
+namespace {
+
+enum class Collective { SplitType, Cart, DistGraph };
+const char *const kCollectiveNames[] = {"MPI_Comm_split_type", "MPI_Cart_create", "MPI_Dist_graph_create_adjacent"};
+
+// A blocking collective that makes a communicator (what a halo code calls while setting
+// up), on ranks 0 and 1.
+void make_and_free_communicator(Collective c) {
+  MPI_Comm out = MPI_COMM_NULL;
+  const int peer = 1 - g_rank;
+  const int dims[1] = {2}, periods[1] = {0};
+  switch (c) {
+    case Collective::SplitType:
+      MPI_OK(MPI_Comm_split_type(g_pair, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &out));
+      break;
+    case Collective::Cart:
+      MPI_OK(MPI_Cart_create(g_pair, 1, dims, periods, 0, &out));
+      break;
+    case Collective::DistGraph:
+      MPI_OK(MPI_Dist_graph_create_adjacent(g_pair, 1, &peer, MPI_UNWEIGHTED, 1, &peer, MPI_UNWEIGHTED,
+                                            MPI_INFO_NULL, 0, &out));
+      break;
+  }
+  if (out != MPI_COMM_NULL) MPI_OK(MPI_Comm_free(&out));
+}
+
+}  // namespace
+
+// The same rule while the sender is in a blocking collective that TEMPI may not
+// intercept. Last in this file: where it fails, the job is aborted.
+TEST_CASE("a nonblocking send progresses while the sender is in a communicator-making collective",
+          "[storm][progress]") {
+  if (g_rank > 1) return;
+  Types types;
+  const Layout layouts[] = {small_irregular(types), large_vector(types)};
+  int tag = 450;
+  for (const Layout &l : layouts)
+    for (Collective c : {Collective::SplitType, Collective::Cart, Collective::DistGraph}) {
+      INFO("rank 0 in " << kCollectiveNames[int(c)] << ", " << l.bytes() << " bytes");
+      ++tag;
+      if (g_rank == 0) {
+        Buf out(Where::Gpu, l.span());
+        out.upload(pattern(l.span(), unsigned(tag)));
+        MPI_Request req;
+        MPI_OK(MPI_Isend(out.get(), l.count, l.type, 1, tag, MPI_COMM_WORLD, &req));
+        make_and_free_communicator(c);
+        MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+      } else {
+        Buf in(Where::Gpu, l.span());
+        in.fill(kPoison);
+        MPI_Request req;
+        MPI_Status st;
+        MPI_OK(MPI_Irecv(in.get(), l.count, l.type, 0, tag, MPI_COMM_WORLD, &req));
+        test_until_done(req, &st,
+                        std::string("the receipt of rank 0's MPI_Isend (rank 0 in ") + kCollectiveNames[int(c)] + ")");
+        CHECK(count_of(st, l.type) == l.count);
+        CHECK(first_difference(in.download(), expected(l, l, unsigned(tag))) == "");
+        make_and_free_communicator(c);
+      }
+    }
+}
+
 int main(int argc, char **argv) {
 #if defined(P2P_REAL_GPU)
   // One GPU per rank where there are enough; TEMPI_TEST_DEVICES=1 makes ranks share one.

@@ -243,12 +243,21 @@ using IsendFn = int (*)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI
 using IrecvFn = int (*)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
 using WaitallFn = int (*)(int, MPI_Request[], MPI_Status[]);
 
+// The parts of the last exchange on this rank: posting the 52 calls, and MPI_Waitall.
+struct Parts {
+  double post_us = 0, wait_us = 0;
+};
+Parts g_parts;
+
 void exchange(const Halo &h, void *grid, IsendFn isend, IrecvFn irecv, WaitallFn waitall) {
   MPI_Request reqs[52];
   int k = 0;
+  const double t0 = MPI_Wtime();
   for (const auto &nb : h.neighbours) irecv(grid, 1, nb.recv_type, nb.rank, nb.recv_tag, h.cart, &reqs[k++]);
   for (const auto &nb : h.neighbours) isend(grid, 1, nb.send_type, nb.rank, nb.send_tag, h.cart, &reqs[k++]);
+  const double t1 = MPI_Wtime();
   waitall(k, reqs, MPI_STATUSES_IGNORE);
+  g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
 }
 
 // ---------------------------------------------------------------- cell values
@@ -424,6 +433,9 @@ struct Result {
   bool failed = false;
   int iters = 0;
   double median_us = 0, min_us = 0, max_us = 0;
+  // Rank 0's parts of an exchange (medians): the 52 posting calls, MPI_Waitall, and
+  // the GPU synchronizations TEMPI made per exchange.
+  double post_us = 0, wait_us = 0, syncs = 0;
   long long checked = 0, wrong = 0;
 };
 
@@ -453,12 +465,19 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
   bool ok = g.upload(initial);
   for (int i = 0; i < warmup; ++i) ok &= v.run(h, g);
   std::vector<double> local(static_cast<size_t>(iters)), worst(static_cast<size_t>(iters));
+  std::vector<double> posts(static_cast<size_t>(iters)), waits(static_cast<size_t>(iters));
+  const uint64_t syncs_before = tempi::gpu_backend().synchronizations();
   for (int i = 0; i < iters; ++i) {
     MPI_Barrier(h.cart);
     const double t0 = MPI_Wtime();
     ok &= v.run(h, g);
     local[size_t(i)] = 1e6 * (MPI_Wtime() - t0);
+    posts[size_t(i)] = g_parts.post_us;
+    waits[size_t(i)] = g_parts.wait_us;
   }
+  res.syncs = iters ? double(tempi::gpu_backend().synchronizations() - syncs_before) / iters : 0;
+  res.post_us = median(posts);
+  res.wait_us = median(waits);
   // The time of an iteration is that of its slowest rank.
   MPI_Allreduce(local.data(), worst.data(), iters, MPI_DOUBLE, MPI_MAX, h.cart);
   res.median_us = median(worst);
@@ -525,6 +544,15 @@ void print_header(const Halo &h, const Grid &g, const Options &o) {
   std::printf("  date             %s\n", today().c_str());
   std::printf("Time of one exchange: MPI_Barrier, then first post to MPI_Waitall's return; per iteration the "
               "slowest rank.\n\n");
+}
+
+// Where the time of an exchange goes, on rank 0.
+void print_parts(const std::vector<Result> &results) {
+  std::printf("\nParts of one exchange on rank 0 (medians): the 52 posting calls, MPI_Waitall, GPU synchronizations\n");
+  std::printf("%-14s %12s %12s %14s\n", "variant", "post us", "waitall us", "syncs/exch");
+  for (const Result &r : results)
+    if (r.na.empty() && !r.failed)
+      std::printf("%-14s %12.1f %12.1f %14.1f\n", r.name.c_str(), r.post_us, r.wait_us, r.syncs);
 }
 
 void print_table(const std::vector<Result> &results) {
@@ -635,6 +663,7 @@ int run(int argc, char **argv) {
         results.push_back(measure(h, grid, v, o, expected, initial));
     if (root) {
       print_table(results);
+      print_parts(results);
       if (!o.csv.empty() && !append_csv(o.csv, h, results))
         std::fprintf(stderr, "tempi_halo: could not write %s\n", o.csv.c_str());
     }

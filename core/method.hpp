@@ -16,8 +16,11 @@ struct Transfer {
 
 // `requested` is TEMPI_METHOD or its runtime override. Device needs a CUDA-aware MPI;
 // requested without one, the staged method is used (the caller says so once).
-// `contiguous`: the GPU data is one run, so packing is a plain copy.
-Transfer choose_transfer(Method requested, bool cuda_aware, int64_t bytes, bool contiguous, const Config &cfg);
+// `contiguous`: the GPU data is one run, so packing is a plain copy. `batched`: the
+// message is one of many in flight (a nonblocking call), whose GPU work is issued and
+// waited for together, so a method's fixed costs are shared.
+Transfer choose_transfer(Method requested, bool cuda_aware, int64_t bytes, bool contiguous, const Config &cfg,
+                         bool batched = false);
 
 const char *to_string(Method m);
 

@@ -99,9 +99,14 @@ void Engine::issue_locked() {
 // reach the library in the order the application started them.
 void Engine::post_ready_locked(bool wait) {
   Backend &b = gpu_backend();
+  const void *finished = nullptr;  // the last fence found complete: sends of one batch share it
   size_t done = 0;
   for (; done < packing_.size(); ++done) {
     DeferredSend &s = *packing_[done];
+    if (s.state == DeferredSend::State::Packing && s.packed.state.get() == finished) {
+      post(s);
+      continue;
+    }
     if (s.state == DeferredSend::State::Packing) {
       const int previous = s.device >= 0 ? b.use_device(s.device) : -1;
       bool ready = b.query(s.packed);
@@ -116,6 +121,7 @@ void Engine::post_ready_locked(bool wait) {
       }
       if (previous >= 0) b.use_device(previous);
       if (!ready) break;
+      finished = s.packed.state.get();
       if (s.state == DeferredSend::State::Packing) post(s);
     }
   }
@@ -184,8 +190,7 @@ MPI_Request posted_request(const DeferredSend &s, int &error) {
 void finish_outer(MPI_Request &outer) {
   if (outer == MPI_REQUEST_NULL) return;
   PMPI_Grequest_complete(outer);
-  MPI_Status ignored;
-  TEMPI_NEXT(MPI_Wait)(&outer, &ignored);  // frees it
+  TEMPI_NEXT(MPI_Request_free)(&outer);  // no progress call, unlike a wait
   outer = MPI_REQUEST_NULL;
 }
 

@@ -75,7 +75,7 @@ struct Decision {
 };
 
 // Whether TEMPI moves this buffer, and how.
-Decision decide(const void *buf, int count, MPI_Datatype type, int peer) {
+Decision decide(const void *buf, int count, MPI_Datatype type, int peer, bool batched) {
   Decision d;
   if (!active() || count <= 0 || peer == MPI_PROC_NULL || type == MPI_DATATYPE_NULL || !is_gpu_data(buf)) return d;
   std::shared_ptr<const TypeInfo> info = type_cache().find(type);
@@ -88,7 +88,7 @@ Decision decide(const void *buf, int count, MPI_Datatype type, int peer) {
   d.plan = info->plan->for_count(count);
   const Method requested = requested_method();
   log_downgrade_once(requested);
-  d.transfer = choose_transfer(requested, aware, d.plan.packed_size(), d.plan.contiguous(), config());
+  d.transfer = choose_transfer(requested, aware, d.plan.packed_size(), d.plan.contiguous(), config(), batched);
   // The device method on one contiguous run needs no packing: the MPI library reads the buffer.
   if (d.transfer.method == Method::Device && d.plan.contiguous()) return d;
   d.info = std::move(info);
@@ -129,11 +129,11 @@ Method requested_method() {
 void set_requested_method(Method m) { g_method.store(int(m), std::memory_order_relaxed); }
 
 int plan_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
-              SendPlan &sp, Outgoing &out) {
+              SendPlan &sp, Outgoing &out, bool batched) {
   out.buf = buf;
   out.count = count;
   out.type = type;
-  Decision d = decide(buf, count, type, peer);
+  Decision d = decide(buf, count, type, peer, batched);
   sp.kind = SendPlan::Kind::PassThrough;
   if (!d.info) return MPI_SUCCESS;
   Backend &b = gpu_backend();
@@ -197,13 +197,14 @@ int fill_staging(const void *buf, const SendPlan &sp, Outgoing &out, MPI_Comm co
   return MPI_SUCCESS;
 }
 
-int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call, Incoming &in) {
+int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call, Incoming &in,
+                 bool batched) {
   in.buf = buf;
   in.count = count;
   in.type = type;
   in.comm = comm;
   in.user = buf;
-  Decision d = decide(buf, count, type, peer);
+  Decision d = decide(buf, count, type, peer, batched);
   if (!d.info) return MPI_SUCCESS;
   Backend &b = gpu_backend();
   const OnDeviceOf on_its_gpu(buf);
@@ -224,6 +225,7 @@ int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm com
 
   const int64_t capacity = d.plan.packed_size();
   if (const int err = acquire_staging(d.transfer, capacity, comm, call, in.staging)) return err;
+  in.device = b.device_of(buf);
   in.info = std::move(d.info);
   in.plan = std::move(d.plan);
   in.transfer = d.transfer;
@@ -283,7 +285,7 @@ int finish_recvs(std::vector<Finishing> &batch) {
     MPI_Count received = 0;
     PMPI_Get_elements_x(&f.status, MPI_BYTE, &received);
     if (received <= 0) continue;
-    const int device = b.device_of(in.user);
+    const int device = in.device;
     auto g = std::find_if(gpus.begin(), gpus.end(), [&](const OnGpu &o) { return o.device == device; });
     if (g == gpus.end()) g = gpus.insert(gpus.end(), OnGpu{device, {}, {}});
     g->jobs.push_back({&in.plan, in.user, in.staging.ptr, int64_t(received), in.transfer});

@@ -59,8 +59,9 @@ struct SendPlan {
 
 // Everything a send needs before its data moves: the decision, staging, and in `out`
 // the arguments for the MPI library. Returns an MPI error code (raised on `comm`).
+// `batched`: a nonblocking call, whose GPU work is issued with others (choose_transfer).
 int plan_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
-              SendPlan &sp, Outgoing &out);
+              SendPlan &sp, Outgoing &out, bool batched = false);
 
 // Moves a planned send's data into its staging (completes before returning).
 int fill_staging(const void *buf, const SendPlan &sp, Outgoing &out, MPI_Comm comm, const char *call);
@@ -86,12 +87,14 @@ struct Incoming {
   std::shared_ptr<const TypeInfo> info;  // keeps device-side plan data alive
   Plan plan;
   Transfer transfer{Method::Staged, 0};
+  int device = -1;  // the GPU that holds `user`
   // CopyBack: a type TEMPI cannot plan, received by the MPI library into a host copy
   // of the bytes [region_lo, region_lo + region_bytes) around `user`.
   int64_t region_lo = 0, region_bytes = 0;
 };
 
-int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call, Incoming &in);
+int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call, Incoming &in,
+                 bool batched = false);
 
 // After the MPI library completed the receive with `status` and error `err`: moves
 // what arrived into the user's buffer (nothing when cancelled or failed).

@@ -32,7 +32,7 @@ int isend_with(IsendFn next, const char *call, const void *buf, int count, MPI_D
   engine().poll();
   SendPlan sp;
   Outgoing out;
-  if (const int err = plan_send(buf, count, type, dest, comm, call, sp, out)) return err;
+  if (const int err = plan_send(buf, count, type, dest, comm, call, sp, out, !config().eager_sends)) return err;
   // Deferred sends keep their order among themselves (the engine posts in start order);
   // any other send waits for earlier deferred ones to the same destination.
   if (sp.kind == SendPlan::Kind::Pack && !config().eager_sends)
@@ -121,7 +121,7 @@ int TEMPI_WRAPPER(MPI_Irecv)(void *buf, int count, MPI_Datatype type, int source
                              MPI_Request *request) {
   engine().poll();
   Incoming in;
-  if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Irecv", in)) return err;
+  if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Irecv", in, true)) return err;
   if (in.after == Incoming::After::Nothing)
     return TEMPI_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, request);
   return track_recv(in, request, TEMPI_NEXT(MPI_Irecv)(in.buf, in.count, in.type, source, tag, comm, request));
@@ -176,7 +176,7 @@ int TEMPI_WRAPPER(MPI_Imrecv)(void *buf, int count, MPI_Datatype type, MPI_Messa
   engine().poll();
   Incoming in;
   const int peer = *message == MPI_MESSAGE_NO_PROC ? MPI_PROC_NULL : 0;
-  if (const int err = prepare_recv(buf, count, type, peer, MPI_COMM_WORLD, "MPI_Imrecv", in)) return err;
+  if (const int err = prepare_recv(buf, count, type, peer, MPI_COMM_WORLD, "MPI_Imrecv", in, true)) return err;
   if (in.after == Incoming::After::Nothing) return TEMPI_NEXT(MPI_Imrecv)(buf, count, type, message, request);
   return track_recv(in, request, TEMPI_NEXT(MPI_Imrecv)(in.buf, in.count, in.type, message, request));
 }

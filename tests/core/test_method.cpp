@@ -35,6 +35,11 @@ TEST_CASE("auto: one-shot for small messages, device or staged for large ones", 
   CHECK(choose_transfer(Method::Auto, true, 1024, false, c).method == Method::OneShot);
   CHECK(choose_transfer(Method::Auto, true, 64 << 10, false, c).method == Method::Device);
   CHECK(choose_transfer(Method::Auto, true, 64 << 20, false, c).method == Method::Device);
+  // many messages in flight: one fused kernel into host memory beats the library's copies
+  CHECK(choose_transfer(Method::Auto, true, 64 << 10, false, c, true).method == Method::OneShot);
+  CHECK(choose_transfer(Method::Auto, true, 512 << 10, false, c, true).method == Method::OneShot);
+  CHECK(choose_transfer(Method::Auto, true, 64 << 20, false, c, true).method == Method::Device);
+  CHECK(choose_transfer(Method::Auto, true, 512 << 10, true, c, true).method == Method::Device);
   CHECK(choose_transfer(Method::Auto, false, 1024, false, c).method == Method::OneShot);
   CHECK(choose_transfer(Method::Auto, false, 1 << 20, false, c).method == Method::OneShot);
   CHECK(choose_transfer(Method::Auto, false, 64 << 20, false, c).method == Method::Staged);

@@ -99,6 +99,11 @@ class Backend {
   // How many times this process waited for the GPU (all synchronizing calls).
   virtual uint64_t synchronizations() = 0;
 
+  // The current GPU's identity on this node (its PCI bus id; "" without a GPU), and
+  // whether its contexts are shared through the Multi-Process Service.
+  virtual std::string device_id() = 0;
+  virtual bool mps_enabled() = 0;
+
   // GPUs visible to this process, and the one this thread's calls use.
   virtual int device_count() = 0;
   virtual Status select_device(int device) = 0;

@@ -24,6 +24,11 @@ const std::vector<Knob> &knobs() {
        "1: a nonblocking send of GPU data packs and posts its message before it returns (one GPU "
        "synchronization per send). 0: the pack is queued, packs are issued in batches, and each message is "
        "posted by TEMPI's progress in later MPI calls (docs/using.md, \"Many messages in flight\")."},
+      {"TEMPI_DEFER_PACK", "0",
+       "1 (opt-in): MPI_Pack and MPI_Unpack between two device buffers return as soon as their kernel is "
+       "launched. The result is complete for every later MPI call, for work on the legacy default stream and "
+       "after any device or legacy-stream synchronization, but not for the application's own non-blocking "
+       "streams (docs/using.md, \"Sequences of MPI_Pack and MPI_Unpack\"). 0: each call waits for its kernel."},
   };
   return table;
 }
@@ -87,6 +92,12 @@ Config parse_config(const std::function<const char *(const char *)> &lookup) {
       c.eager_sends = true;
     else if (std::strcmp(v, "0"))
       warn_invalid("TEMPI_EAGER_SENDS", v);
+  }
+  if (const char *v = lookup("TEMPI_DEFER_PACK")) {
+    if (!std::strcmp(v, "1"))
+      c.defer_pack = true;
+    else if (std::strcmp(v, "0"))
+      warn_invalid("TEMPI_DEFER_PACK", v);
   }
   if (const char *v = lookup("TEMPI_PIPELINE_CHUNK")) parse_bytes("TEMPI_PIPELINE_CHUNK", v, c.pipeline_chunk);
   if (const char *v = lookup("TEMPI_PIPELINE_THRESHOLD"))

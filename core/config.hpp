@@ -32,6 +32,7 @@ struct Config {
   int64_t pipeline_chunk = 0;      // bytes per pipelined chunk
   int64_t pipeline_threshold = 0;  // messages at least this large are pipelined
   bool eager_sends = false;        // nonblocking GPU sends pack and post before returning
+  bool defer_pack = false;         // MPI_Pack/MPI_Unpack between device buffers return before the GPU is done
 };
 
 // Parses `lookup(name)` (nullptr when unset) for each knob. Invalid values log a

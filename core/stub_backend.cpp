@@ -27,6 +27,8 @@ class StubBackend final : public Backend {
   bool query(const Fence &) override { return true; }
   Status wait(const Fence &) override { return Status::Ok; }
   uint64_t synchronizations() override { return 0; }
+  std::string device_id() override { return ""; }
+  bool mps_enabled() override { return false; }
   int device_count() override { return 0; }
   Status select_device(int) override { return Status::Unsupported; }
   int device_of(const void *) override { return -1; }

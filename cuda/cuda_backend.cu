@@ -268,6 +268,26 @@ class CudaBackend final : public Backend {
 
   uint64_t synchronizations() override { return g_synchronizations.load(std::memory_order_relaxed); }
 
+  std::string device_id() override {
+    char bus[32] = "";
+    int dev = 0;
+    if (!has_gpu() || cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(bus, sizeof bus, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return "";
+    }
+    return bus;
+  }
+
+  bool mps_enabled() override {
+    int dev = 0, on = 0;
+    if (!has_gpu() || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&on, cudaDevAttrMpsEnabled, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return on != 0;
+  }
+
   Status acquire(ScratchKind kind, size_t bytes, Scratch &out) override {
     auto lease = std::make_shared<BufferPool::Lease>();
     TEMPI_TRY((kind == ScratchKind::Device ? device_pool() : pinned_pool()).acquire(bytes, *lease));

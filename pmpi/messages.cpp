@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "errors.hpp"
+#include "local_work.hpp"
 #include "forward.hpp"
 #include "log.hpp"
 #include "runtime.hpp"
@@ -78,11 +79,13 @@ struct Decision {
 Decision decide(const void *buf, int count, MPI_Datatype type, int peer, bool batched) {
   Decision d;
   if (!active() || count <= 0 || peer == MPI_PROC_NULL || type == MPI_DATATYPE_NULL || !is_gpu_data(buf)) return d;
+  settle_other_threads();
   std::shared_ptr<const TypeInfo> info = type_cache().find(type);
   if (info->size == 0) return d;
   const bool aware = mpi_is_cuda_aware();
   if (!info->plan) {
     if (!aware) d.info = std::move(info);  // the MPI library cannot read GPU memory: copy the region
+    else if (local_work().pending()) local_work().settle();  // the library reads the buffer itself
     return d;
   }
   d.plan = info->plan->for_count(count);
@@ -90,7 +93,10 @@ Decision decide(const void *buf, int count, MPI_Datatype type, int peer, bool ba
   log_downgrade_once(requested);
   d.transfer = choose_transfer(requested, aware, d.plan.packed_size(), d.plan.contiguous(), config(), batched);
   // The device method on one contiguous run needs no packing: the MPI library reads the buffer.
-  if (d.transfer.method == Method::Device && d.plan.contiguous()) return d;
+  if (d.transfer.method == Method::Device && d.plan.contiguous()) {
+    if (local_work().pending()) local_work().settle();
+    return d;
+  }
   d.info = std::move(info);
   d.plannable = true;
   return d;

@@ -6,6 +6,8 @@
 #include "backend.hpp"
 #include "config.hpp"
 #include "forward.hpp"
+#include "gpu_sharing.hpp"
+#include "local_work.hpp"
 #include "log.hpp"
 #include "requests.hpp"
 #include "type_cache.hpp"
@@ -46,6 +48,7 @@ void initialize() {
   Backend &b = gpu_backend();
   TEMPI_LOG(Info, "active: GPU %s, MPI library %s CUDA-aware", b.has_gpu() ? b.device_name().c_str() : "none",
             g_cuda_aware ? "is" : "is not");
+  if (b.has_gpu()) gpu_sharing().join(b.device_id(), b.mps_enabled());
   g_active = true;
 }
 
@@ -66,6 +69,10 @@ void on_mpi_initialized() { active(); }
 void on_mpi_finalizing() {
   if (!g_active.load()) return;
   requests().drain_detached();  // requests the application freed must still finish (posts deferred sends)
+  local_work().settle();
+  gpu_sharing().leave();
+  TEMPI_LOG(Info, "%llu GPU synchronizations in this process",
+            static_cast<unsigned long long>(gpu_backend().synchronizations()));
   g_active = false;
   g_finalized = true;
   type_cache().clear();

@@ -3,6 +3,8 @@
 #include "backend.hpp"
 #include "errors.hpp"
 #include "forward.hpp"
+#include "config.hpp"
+#include "local_work.hpp"
 #include "log.hpp"
 #include "messages.hpp"
 #include "runtime.hpp"
@@ -15,6 +17,22 @@ namespace tempi {
 namespace {
 
 bool on_gpu(const void *p) { return gpu_backend().classify(p) != MemorySpace::Host; }
+
+// TEMPI_DEFER_PACK=1: a move between two buffers in device memory of one GPU is issued
+// on this thread's stream and not waited for (local_work.hpp). Returns false when the
+// buffers do not qualify (the caller then moves the data and waits).
+bool defer_move(const Plan &plan, const void *typed, void *packed, int64_t bytes, bool to_packed, Status &st) {
+  if (!config().defer_pack) return false;
+  Backend &b = gpu_backend();
+  if (b.classify(typed) != MemorySpace::Device || b.classify(packed) != MemorySpace::Device) return false;
+  const int device = b.device_of(typed);
+  if (device != b.device_of(packed)) return false;
+  const std::vector<MoveJob> job{{&plan, const_cast<void *>(typed), packed, bytes, Transfer{Method::Device, bytes}}};
+  Fence done;
+  st = to_packed ? b.pack_async(job, done) : b.unpack_async(job, done);
+  if (st == Status::Ok) local_work().add(done, device);
+  return true;
+}
 
 // Arguments MPI would reject; checked here because the MPI library never sees them.
 int check_args(MPI_Comm comm, const char *call, int count, MPI_Datatype type, const int *position) {
@@ -101,6 +119,7 @@ int TEMPI_WRAPPER(MPI_Pack)(const void *inbuf, int incount, MPI_Datatype datatyp
   if (const int err = check_args(comm, "MPI_Pack", incount, datatype, position)) return err;
   const std::shared_ptr<const TypeInfo> info = type_cache().find(datatype);
   if (!info->plan) {
+    if (local_work().pending()) local_work().settle();
     if (mpi_is_cuda_aware() || incount == 0)
       return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
     return pack_through_host(inbuf, incount, datatype, outbuf, outsize, position, comm);
@@ -110,8 +129,11 @@ int TEMPI_WRAPPER(MPI_Pack)(const void *inbuf, int incount, MPI_Datatype datatyp
   if (*position < 0 || *position + bytes > outsize)
     return raise_error(comm, MPI_ERR_TRUNCATE, "MPI_Pack: %lld bytes at position %d do not fit in outsize %d",
                        (long long)bytes, *position, outsize);
-  const Status st = gpu_backend().pack(info->plan->for_count(incount), inbuf, static_cast<char *>(outbuf) + *position,
-                                       0, bytes);
+  settle_other_threads();
+  const Plan plan = info->plan->for_count(incount);
+  char *out = static_cast<char *>(outbuf) + *position;
+  Status st;
+  if (!defer_move(plan, inbuf, out, bytes, true, st)) st = gpu_backend().pack(plan, inbuf, out, 0, bytes);
   if (st != Status::Ok) return raise_error(comm, MPI_ERR_INTERN, "MPI_Pack on a GPU buffer failed: %s", to_string(st));
   *position += int(bytes);
   return MPI_SUCCESS;
@@ -124,6 +146,7 @@ int TEMPI_WRAPPER(MPI_Unpack)(const void *inbuf, int insize, int *position, void
   if (const int err = check_args(comm, "MPI_Unpack", outcount, datatype, position)) return err;
   const std::shared_ptr<const TypeInfo> info = type_cache().find(datatype);
   if (!info->plan) {
+    if (local_work().pending()) local_work().settle();
     if (mpi_is_cuda_aware() || outcount == 0)
       return TEMPI_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, datatype, comm);
     return unpack_through_host(inbuf, insize, position, outbuf, outcount, datatype, comm);
@@ -133,8 +156,11 @@ int TEMPI_WRAPPER(MPI_Unpack)(const void *inbuf, int insize, int *position, void
   if (*position < 0 || *position + bytes > insize)
     return raise_error(comm, MPI_ERR_TRUNCATE, "MPI_Unpack: %lld bytes at position %d exceed insize %d",
                        (long long)bytes, *position, insize);
-  const Status st = gpu_backend().unpack(info->plan->for_count(outcount),
-                                         static_cast<const char *>(inbuf) + *position, outbuf, 0, bytes);
+  settle_other_threads();
+  const Plan plan = info->plan->for_count(outcount);
+  char *in = const_cast<char *>(static_cast<const char *>(inbuf)) + *position;
+  Status st;
+  if (!defer_move(plan, outbuf, in, bytes, false, st)) st = gpu_backend().unpack(plan, in, outbuf, 0, bytes);
   if (st != Status::Ok)
     return raise_error(comm, MPI_ERR_INTERN, "MPI_Unpack to a GPU buffer failed: %s", to_string(st));
   *position += int(bytes);

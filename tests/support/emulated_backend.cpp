@@ -349,6 +349,8 @@ class EmulatedBackend final : public Backend {
     return Status::Ok;
   }
 
+  std::string device_id() override { return "emulated:0"; }
+  bool mps_enabled() override { return false; }
   uint64_t synchronizations() override { return syncs_.load(std::memory_order_relaxed); }
 
   int device_count() override { return 1; }
@@ -570,5 +572,10 @@ Backend &gpu_backend() {
   static Backend *backend = new EmulatedBackend;  // immortal, like the CUDA one
   return *backend;
 }
+
+// What cudaDeviceSynchronize is to a program on a GPU: every queued piece of work runs.
+// Tests of the deferred MPI_Pack contract (TEMPI_DEFER_PACK=1) use it as the
+// application's synchronization.
+void emulated_device_synchronize() { drain_all_streams(); }
 
 }  // namespace tempi

@@ -1,0 +1,188 @@
+// Sequences of MPI_Pack / MPI_Unpack on GPU buffers whose results are read by later
+// calls (docs/using.md, "Sequences of MPI_Pack and MPI_Unpack"). Run with and without
+// TEMPI_DEFER_PACK=1: with it, the packs and unpacks return before the GPU is done and
+// each reader below must still see complete data. Built against the emulated backend
+// (whose GPU work runs only when waited for) and, in the gpu suite, on a real GPU.
+#define CATCH_CONFIG_RUNNER
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "backend.hpp"
+#include "p2p_support.hpp"
+#if defined(P2P_REAL_GPU)
+#include <cuda_runtime_api.h>
+
+#include "gpu_select.hpp"
+#endif
+
+namespace tempi {
+void emulated_device_synchronize();
+}
+
+using namespace p2p;
+
+namespace {
+
+// The application's own synchronization of the GPU.
+void device_synchronize() {
+#if defined(P2P_REAL_GPU)
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+#else
+  tempi::emulated_device_synchronize();
+#endif
+}
+
+std::vector<Layout> layouts() {
+  return {{subarray3d(), 1}, {vector2d(), 2}, {irregular(), 3}, {resized_vector(), 2}};
+}
+
+// The bytes MPI_Pack must produce for every layout, one after the other.
+std::vector<char> packed_reference(const std::vector<Layout> &ls, unsigned seed, int &bytes) {
+  int total = 0;
+  for (const Layout &l : ls) total += l.bytes();
+  std::vector<char> out(size_t(total) + 1);
+  int pos = 0;
+  for (size_t i = 0; i < ls.size(); ++i) {
+    const std::vector<char> src = pattern(ls[i].span(), seed + unsigned(i));
+    PMPI_Pack(src.data(), ls[i].count, ls[i].type, out.data(), int(out.size()), &pos, MPI_COMM_WORLD);
+  }
+  bytes = pos;
+  out.resize(size_t(pos));
+  return out;
+}
+
+// Packs every layout's GPU object into one device buffer, in sequence.
+std::unique_ptr<Buf> pack_all(const std::vector<Layout> &ls, std::vector<std::unique_ptr<Buf>> &objects,
+                              unsigned seed, int bytes) {
+  auto packed = std::make_unique<Buf>(Where::Gpu, size_t(bytes));
+  packed->fill(char(kPoison));
+  int pos = 0;
+  for (size_t i = 0; i < ls.size(); ++i) {
+    objects.push_back(std::make_unique<Buf>(Where::Gpu, ls[i].span()));
+    objects.back()->upload(pattern(ls[i].span(), seed + unsigned(i)));
+    REQUIRE(MPI_Pack(objects.back()->get(), ls[i].count, ls[i].type, packed->get(), bytes, &pos, MPI_COMM_WORLD) ==
+            MPI_SUCCESS);
+  }
+  REQUIRE(pos == bytes);
+  return packed;
+}
+
+}  // namespace
+
+TEST_CASE("a pack read by a send of MPI_PACKED, then unpacked by the receiver", "[sequence]") {
+  const std::vector<Layout> ls = layouts();
+  int bytes = 0;
+  const std::vector<char> want = packed_reference(ls, 10, bytes);
+  if (rank() == 0) {
+    std::vector<std::unique_ptr<Buf>> objects;
+    std::unique_ptr<Buf> packed = pack_all(ls, objects, 10, bytes);
+    MPI_Request req;
+    REQUIRE(MPI_Isend(packed->get(), bytes, MPI_PACKED, 1, 1, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+    REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    // the same packed bytes again, with a blocking send right after the packs
+    std::vector<std::unique_ptr<Buf>> again;
+    std::unique_ptr<Buf> packed2 = pack_all(ls, again, 10, bytes);
+    REQUIRE(MPI_Send(packed2->get(), bytes, MPI_PACKED, 1, 2, MPI_COMM_WORLD) == MPI_SUCCESS);
+  } else if (rank() == 1) {
+    for (int tag : {1, 2}) {
+      // received into device memory and unpacked there; the unpacks are read by sends back
+      Buf packed(Where::Gpu, size_t(bytes));
+      REQUIRE(MPI_Recv(packed.get(), bytes, MPI_PACKED, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+      int pos = 0;
+      std::vector<std::unique_ptr<Buf>> objects;
+      for (const Layout &l : ls) {
+        objects.push_back(std::make_unique<Buf>(Where::Gpu, l.span()));
+        objects.back()->fill(char(kPoison));
+        REQUIRE(MPI_Unpack(packed.get(), bytes, &pos, objects.back()->get(), l.count, l.type, MPI_COMM_WORLD) ==
+                MPI_SUCCESS);
+      }
+      REQUIRE(pos == bytes);
+      for (size_t i = 0; i < ls.size(); ++i) {
+        // read by a send of the typed object, received on the host
+        std::vector<char> host(ls[i].span(), kPoison);
+        REQUIRE(MPI_Sendrecv(objects[i]->get(), ls[i].count, ls[i].type, 1, 7, host.data(), ls[i].count,
+                             ls[i].type, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        INFO("layout " << i << " message " << tag);
+        CHECK(first_difference(host, expected(ls[i], ls[i], 10 + unsigned(i))) == "");
+      }
+      (void)want;
+    }
+  }
+  for (const Layout &l : ls) release(l);
+}
+
+TEST_CASE("a pack read by the very next call (an unpack), and by the application after a synchronization",
+          "[sequence]") {
+  const std::vector<Layout> ls = layouts();
+  int bytes = 0;
+  const std::vector<char> want = packed_reference(ls, 20, bytes);
+  std::vector<std::unique_ptr<Buf>> objects;
+  std::unique_ptr<Buf> packed = pack_all(ls, objects, 20, bytes);
+  // the very next calls read the packed bytes: unpack each object into a second buffer
+  int pos = 0;
+  std::vector<std::unique_ptr<Buf>> copies;
+  for (const Layout &l : ls) {
+    copies.push_back(std::make_unique<Buf>(Where::Gpu, l.span()));
+    copies.back()->fill(char(kPoison));
+    REQUIRE(MPI_Unpack(packed->get(), bytes, &pos, copies.back()->get(), l.count, l.type, MPI_COMM_WORLD) ==
+            MPI_SUCCESS);
+  }
+  // the application synchronizes the GPU, then reads both
+  device_synchronize();
+  CHECK(first_difference(packed->download(), want) == "");
+  for (size_t i = 0; i < ls.size(); ++i) {
+    INFO("layout " << i);
+    CHECK(first_difference(copies[i]->download(), expected(ls[i], ls[i], 20 + unsigned(i))) == "");
+  }
+  // a pack into host memory is complete when it returns, whatever the mode
+  std::vector<char> host(size_t(bytes), kPoison);
+  pos = 0;
+  for (size_t i = 0; i < ls.size(); ++i)
+    REQUIRE(MPI_Pack(objects[i]->get(), ls[i].count, ls[i].type, host.data(), bytes, &pos, MPI_COMM_WORLD) ==
+            MPI_SUCCESS);
+  CHECK(first_difference(host, want) == "");
+  for (const Layout &l : ls) release(l);
+}
+
+TEST_CASE("the application's synchronization counter sees fewer waits when packs are deferred", "[sequence]") {
+  const std::vector<Layout> ls = layouts();
+  int bytes = 0;
+  packed_reference(ls, 30, bytes);
+  std::vector<std::unique_ptr<Buf>> objects;
+  const uint64_t before = tempi::gpu_backend().synchronizations();
+  std::unique_ptr<Buf> packed = pack_all(ls, objects, 30, bytes);
+  const uint64_t waits = tempi::gpu_backend().synchronizations() - before;
+  const char *mode = std::getenv("TEMPI_DEFER_PACK");
+  // pack_all's uploads are one synchronizing copy each; the packs add one each unless deferred
+  const uint64_t uploads = 1 + ls.size();
+  if (mode && std::atoi(mode) == 1)
+    CHECK(waits == uploads);
+  else
+    CHECK(waits == uploads + ls.size());
+  device_synchronize();
+  for (const Layout &l : ls) release(l);
+}
+
+int main(int argc, char **argv) {
+#if defined(P2P_REAL_GPU)
+  tempi::tools::select_gpu_before_mpi_init();
+#endif
+  MPI_Init(&argc, &argv);
+#if defined(P2P_REAL_GPU)
+  if (!tempi::gpu_backend().has_gpu()) {
+    if (rank() == 0) std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one\n");
+    MPI_Finalize();
+    return 77;
+  }
+#endif
+  const int result = Catch::Session().run(argc, argv);
+  int worst = 0;
+  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}

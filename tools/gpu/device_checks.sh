@@ -6,7 +6,9 @@
 #   bash tools/gpu/device_checks.sh [mpich|openmpi|cuda-openmpi]
 # Steps, each on unless set to 0: TESTS (all suites; TESTS=gpu runs the gpu suite only),
 # SANITIZE, DEMO, BENCH (pack and commit), P2P (the ping-pong; P2P_ARGS for its options),
-# HALO (the 26-neighbour exchange at n = HALO_SIZES on 2 ranks, and n=64 on 8 ranks under MPS).
+# HALO (the 26-neighbour exchange at n = HALO_SIZES on 2 ranks, and n=64 on 8 ranks under MPS),
+# SEQ (bench_pack_sequence: one GPU per rank, two ranks per GPU with and without MPS, each
+# with TEMPI_DEFER_PACK off and on).
 set -uo pipefail
 mpi=${1:-mpich}
 top=${OUT:-gpu-out}
@@ -68,6 +70,21 @@ if [ "${HALO:-1}" = 1 ]; then
     run -n 8 $b/tools/tempi_halo --n 64 --iters 30 --baseline-iters 2 --csv "$top/halo-$mpi.csv" 2>&1 | tee -a "$top/halo-$mpi.txt" | grep -E "^tempi|^library|^host-copy|wrong|FAIL|ranks"
     echo quit | nvidia-cuda-mps-control 2>/dev/null
   fi
+fi
+if [ "${SEQ:-1}" = 1 ] && [ -x $b/tools/bench_pack_sequence ]; then
+  seq() { "$@" 2>&1 | tee -a "$top/sequence-$mpi.txt" | grep -E "^mpi-datatypes|^fused-kernel|ratio|wrong|FAIL|layout" | grep -v verify; }
+  for defer in 0 1; do
+    echo "--- bench_pack_sequence, one GPU per rank, TEMPI_DEFER_PACK=$defer"
+    TEMPI_DEFER_PACK=$defer seq run -n 2 $b/tools/bench_pack_sequence --csv "$top/sequence-$mpi-gpu-per-rank-defer$defer.csv"
+    echo "--- two ranks on one GPU, no MPS, TEMPI_DEFER_PACK=$defer"
+    TEMPI_DEFER_PACK=$defer seq run -n 2 $b/tools/bench_pack_sequence --gpus 1 --iters 10 --csv "$top/sequence-$mpi-shared-defer$defer.csv"
+  done
+  nvidia-cuda-mps-control -d 2>/dev/null
+  for defer in 0 1; do
+    echo "--- two ranks on one GPU, MPS, TEMPI_DEFER_PACK=$defer"
+    TEMPI_DEFER_PACK=$defer seq run -n 2 $b/tools/bench_pack_sequence --gpus 1 --csv "$top/sequence-$mpi-mps-defer$defer.csv"
+  done
+  echo quit | nvidia-cuda-mps-control 2>/dev/null
 fi
 if [ "${BENCH:-1}" = 1 ]; then
   $b/tools/bench_commit | tee "$top/bench_commit.txt"

@@ -69,8 +69,9 @@ class HostImage {
   std::vector<char> host_;
 };
 
-// A datatype TEMPI does not plan, with GPU memory on either side and a library that
-// cannot read GPU memory: the library packs between host images of the buffers.
+// A datatype TEMPI does not plan, with GPU memory on either side: the library packs
+// between host images of the buffers. Also on a CUDA-aware library, whose MPI_Pack may
+// not accept GPU memory (seen: CUDA-aware Open MPI 4.1.4, SIGSEGV on two H200s).
 int pack_through_host(const void *inbuf, int incount, MPI_Datatype type, void *outbuf, int outsize, int *position,
                       MPI_Comm comm) {
   int64_t lo = 0, span = 0;
@@ -118,10 +119,9 @@ int TEMPI_WRAPPER(MPI_Pack)(const void *inbuf, int incount, MPI_Datatype datatyp
     return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
   if (const int err = check_args(comm, "MPI_Pack", incount, datatype, position)) return err;
   const std::shared_ptr<const TypeInfo> info = type_cache().find(datatype);
-  if (!info->plan) {
+  if (!info->plan) {  // even a CUDA-aware library may not pack GPU memory (Open MPI 4.1 crashes)
     if (local_work().pending()) local_work().settle();
-    if (mpi_is_cuda_aware() || incount == 0)
-      return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
+    if (incount == 0) return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
     return pack_through_host(inbuf, incount, datatype, outbuf, outsize, position, comm);
   }
   const int64_t bytes = info->size * incount;
@@ -147,8 +147,7 @@ int TEMPI_WRAPPER(MPI_Unpack)(const void *inbuf, int insize, int *position, void
   const std::shared_ptr<const TypeInfo> info = type_cache().find(datatype);
   if (!info->plan) {
     if (local_work().pending()) local_work().settle();
-    if (mpi_is_cuda_aware() || outcount == 0)
-      return TEMPI_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, datatype, comm);
+    if (outcount == 0) return TEMPI_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, datatype, comm);
     return unpack_through_host(inbuf, insize, position, outbuf, outcount, datatype, comm);
   }
   const int64_t bytes = info->size * outcount;

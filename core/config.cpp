@@ -25,10 +25,12 @@ const std::vector<Knob> &knobs() {
        "synchronization per send). 0: the pack is queued, packs are issued in batches, and each message is "
        "posted by TEMPI's progress in later MPI calls (docs/using.md, \"Many messages in flight\")."},
       {"TEMPI_DEFER_PACK", "0",
-       "1 (opt-in): MPI_Pack and MPI_Unpack between two device buffers return as soon as their kernel is "
-       "launched. The result is complete for every later MPI call, for work on the legacy default stream and "
+       "Opt-in. 1: MPI_Pack and MPI_Unpack between two device buffers return as soon as their kernel is "
+       "launched; the result is complete for every later MPI call, for work on the legacy default stream and "
        "after any device or legacy-stream synchronization, but not for the application's own non-blocking "
-       "streams (docs/using.md, \"Sequences of MPI_Pack and MPI_Unpack\"). 0: each call waits for its kernel."},
+       "streams. 2: they return at once and consecutive calls are launched together, as one fused kernel, by "
+       "the next other MPI call of the thread; the result is complete only for later MPI calls of that thread "
+       "(docs/using.md, \"Sequences of MPI_Pack and MPI_Unpack\"). 0: each call waits for its kernel."},
   };
   return table;
 }
@@ -94,9 +96,9 @@ Config parse_config(const std::function<const char *(const char *)> &lookup) {
       warn_invalid("TEMPI_EAGER_SENDS", v);
   }
   if (const char *v = lookup("TEMPI_DEFER_PACK")) {
-    if (!std::strcmp(v, "1"))
-      c.defer_pack = true;
-    else if (std::strcmp(v, "0"))
+    if (!std::strcmp(v, "0") || !std::strcmp(v, "1") || !std::strcmp(v, "2"))
+      c.defer_pack = v[0] - '0';
+    else
       warn_invalid("TEMPI_DEFER_PACK", v);
   }
   if (const char *v = lookup("TEMPI_PIPELINE_CHUNK")) parse_bytes("TEMPI_PIPELINE_CHUNK", v, c.pipeline_chunk);

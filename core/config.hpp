@@ -32,7 +32,9 @@ struct Config {
   int64_t pipeline_chunk = 0;      // bytes per pipelined chunk
   int64_t pipeline_threshold = 0;  // messages at least this large are pipelined
   bool eager_sends = false;        // nonblocking GPU sends pack and post before returning
-  bool defer_pack = false;         // MPI_Pack/MPI_Unpack between device buffers return before the GPU is done
+  // MPI_Pack/MPI_Unpack between device buffers: 0 wait for the GPU, 1 return once the
+  // kernel is launched, 2 return at once (launched, fused, at the next MPI call).
+  int defer_pack = 0;
 };
 
 // Parses `lookup(name)` (nullptr when unset) for each knob. Invalid values log a

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "local_work.hpp"
 #include "messages.hpp"
 
 namespace tempi {
@@ -73,8 +74,11 @@ class Engine {
 
 Engine &engine();
 
-// Runs the engine's flush when it has work: the first thing every call that may block does.
+// Runs the engine's flush when it has work: the first thing every call that may block
+// does. This thread's queued MPI_Pack/MPI_Unpack moves (TEMPI_DEFER_PACK=2) are launched
+// first, so that whatever the call hands on finds them ahead of it on the stream.
 inline void flush_sends() {
+  if (moves_queued()) launch_queued_moves();
   if (engine().busy()) engine().flush();
 }
 

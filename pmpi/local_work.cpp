@@ -1,5 +1,8 @@
 #include "local_work.hpp"
 
+#include <algorithm>
+#include <climits>
+
 #include "log.hpp"
 
 namespace tempi {
@@ -30,13 +33,97 @@ void LocalWork::settle_if(bool others_only) {
   for (Entry &e : mine) {
     const int previous = e.device >= 0 ? b.use_device(e.device) : -1;
     // A failed kernel was reported by the call that launched it; the wait clears it.
-    if (b.wait(e.fence) != Status::Ok) TEMPI_LOG(Warn, "a deferred MPI_Pack/MPI_Unpack kernel failed");
+    if (b.wait(e.fence) != Status::Ok) TEMPI_LOG(Error, "a deferred MPI_Pack/MPI_Unpack kernel failed");
     if (previous >= 0) b.use_device(previous);
   }
 }
 
 void LocalWork::settle_other_threads() { settle_if(true); }
-void LocalWork::settle() { settle_if(false); }
+void LocalWork::settle() {
+  launch_queued_moves();
+  settle_if(false);
+}
+
+namespace {
+
+thread_local std::vector<QueuedMove> t_queued;
+
+// The bytes [lo, hi) relative to `typed` that a plan may touch (bounds, not exact).
+void typed_bounds(const Plan &p, int64_t &lo, int64_t &hi) {
+  lo = INT64_MAX;
+  hi = INT64_MIN;
+  for (const Run &r : p.pattern) {
+    const int64_t last = r.offset + (r.count - 1) * r.stride;
+    lo = std::min(lo, std::min(r.offset, last));
+    hi = std::max(hi, std::max(r.offset, last) + r.length);
+  }
+  lo += p.start;
+  hi += p.start;
+  for (const Dim &d : p.dims) {
+    const int64_t reach = (d.count - 1) * d.stride;
+    lo += std::min<int64_t>(0, reach);
+    hi += std::max<int64_t>(0, reach);
+  }
+}
+
+struct Range {
+  const char *lo, *hi;
+  bool overlaps(const Range &o) const { return lo < o.hi && o.lo < hi; }
+};
+
+Range typed_range(const QueuedMove &m) {
+  int64_t lo, hi;
+  typed_bounds(m.plan, lo, hi);
+  return {static_cast<const char *>(m.typed) + lo, static_cast<const char *>(m.typed) + hi};
+}
+Range packed_range(const QueuedMove &m) {
+  return {static_cast<const char *>(m.packed), static_cast<const char *>(m.packed) + m.bytes};
+}
+Range reads(const QueuedMove &m) { return m.to_packed ? typed_range(m) : packed_range(m); }
+Range writes(const QueuedMove &m) { return m.to_packed ? packed_range(m) : typed_range(m); }
+
+// Whether `m` must run after the queued moves have run (not beside them in one launch).
+bool depends_on_queue(const QueuedMove &m) {
+  if (t_queued.empty()) return false;
+  if (t_queued.front().to_packed != m.to_packed || t_queued.front().device != m.device) return true;
+  const Range mr = reads(m), mw = writes(m);
+  for (const QueuedMove &q : t_queued) {
+    const Range qw = writes(q);
+    if (qw.overlaps(mr) || qw.overlaps(mw) || reads(q).overlaps(mw)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool moves_queued() { return !t_queued.empty(); }
+
+void launch_queued_moves() {
+  if (t_queued.empty()) return;
+  std::vector<QueuedMove> batch;
+  batch.swap(t_queued);
+  std::vector<MoveJob> jobs;
+  jobs.reserve(batch.size());
+  for (QueuedMove &m : batch) jobs.push_back({&m.plan, m.typed, m.packed, m.bytes, Transfer{Method::Device, m.bytes}});
+  Backend &b = gpu_backend();
+  const int device = batch.front().device;
+  const int previous = device >= 0 ? b.use_device(device) : -1;
+  Fence done;
+  const Status st = batch.front().to_packed ? b.pack_async(jobs, done) : b.unpack_async(jobs, done);
+  if (previous >= 0) b.use_device(previous);
+  // The MPI calls that queued these moves returned long ago: nobody is left to take an
+  // error code, so the failure is logged where it is decided.
+  if (st != Status::Ok)
+    TEMPI_LOG(Error, "%zu deferred MPI_Pack/MPI_Unpack moves could not be launched: %s", batch.size(), to_string(st));
+  else
+    local_work().add(done, device);
+}
+
+Status queue_move(QueuedMove m) {
+  if (depends_on_queue(m)) launch_queued_moves();
+  t_queued.push_back(std::move(m));
+  return Status::Ok;
+}
 
 LocalWork &local_work() {
   static LocalWork *w = new LocalWork;  // immortal, like the engine

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "type_cache.hpp"
 
 namespace tempi {
 
@@ -41,8 +42,28 @@ class LocalWork {
 
 LocalWork &local_work();
 
-// For calls about to work on GPU data: what other threads left pending.
+// TEMPI_DEFER_PACK=2: moves of MPI_Pack/MPI_Unpack not launched yet, this thread's, in
+// call order. The next MPI call of the thread other than MPI_Pack/MPI_Unpack launches
+// them (one backend call, so that small strided objects share one fused kernel), and
+// so does a move that depends on a queued one (overlapping buffers, the other
+// direction, another GPU).
+struct QueuedMove {
+  std::shared_ptr<const TypeInfo> info;  // keeps device-side plan data alive
+  Plan plan;
+  void *typed = nullptr;
+  void *packed = nullptr;
+  int64_t bytes = 0;
+  bool to_packed = true;
+  int device = -1;
+};
+Status queue_move(QueuedMove m);
+bool moves_queued();
+void launch_queued_moves();
+
+// For calls about to work on GPU data: this thread's queued moves launched, and what
+// other threads left pending waited for.
 inline void settle_other_threads() {
+  if (moves_queued()) launch_queued_moves();
   if (local_work().pending()) local_work().settle_other_threads();
 }
 

@@ -69,7 +69,7 @@ void on_mpi_initialized() { active(); }
 void on_mpi_finalizing() {
   if (!g_active.load()) return;
   requests().drain_detached();  // requests the application freed must still finish (posts deferred sends)
-  local_work().settle();
+  local_work().settle();  // launches this thread's queued moves too
   gpu_sharing().leave();
   TEMPI_LOG(Info, "%llu GPU synchronizations in this process",
             static_cast<unsigned long long>(gpu_backend().synchronizations()));

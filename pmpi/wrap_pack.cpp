@@ -19,14 +19,20 @@ namespace {
 bool on_gpu(const void *p) { return gpu_backend().classify(p) != MemorySpace::Host; }
 
 // TEMPI_DEFER_PACK=1: a move between two buffers in device memory of one GPU is issued
-// on this thread's stream and not waited for (local_work.hpp). Returns false when the
-// buffers do not qualify (the caller then moves the data and waits).
-bool defer_move(const Plan &plan, const void *typed, void *packed, int64_t bytes, bool to_packed, Status &st) {
+// on this thread's stream and not waited for; =2: it is queued, to be launched with the
+// moves around it (local_work.hpp). Returns false when the buffers do not qualify (the
+// caller then moves the data and waits).
+bool defer_move(const std::shared_ptr<const TypeInfo> &info, const Plan &plan, const void *typed, void *packed,
+                int64_t bytes, bool to_packed, Status &st) {
   if (!config().defer_pack) return false;
   Backend &b = gpu_backend();
   if (b.classify(typed) != MemorySpace::Device || b.classify(packed) != MemorySpace::Device) return false;
   const int device = b.device_of(typed);
   if (device != b.device_of(packed)) return false;
+  if (config().defer_pack == 2) {
+    st = queue_move({info, plan, const_cast<void *>(typed), packed, bytes, to_packed, device});
+    return true;
+  }
   const std::vector<MoveJob> job{{&plan, const_cast<void *>(typed), packed, bytes, Transfer{Method::Device, bytes}}};
   Fence done;
   st = to_packed ? b.pack_async(job, done) : b.unpack_async(job, done);
@@ -129,11 +135,14 @@ int TEMPI_WRAPPER(MPI_Pack)(const void *inbuf, int incount, MPI_Datatype datatyp
   if (*position < 0 || *position + bytes > outsize)
     return raise_error(comm, MPI_ERR_TRUNCATE, "MPI_Pack: %lld bytes at position %d do not fit in outsize %d",
                        (long long)bytes, *position, outsize);
-  settle_other_threads();
+  if (local_work().pending()) local_work().settle_other_threads();  // this thread's queue keeps growing
   const Plan plan = info->plan->for_count(incount);
   char *out = static_cast<char *>(outbuf) + *position;
   Status st;
-  if (!defer_move(plan, inbuf, out, bytes, true, st)) st = gpu_backend().pack(plan, inbuf, out, 0, bytes);
+  if (!defer_move(info, plan, inbuf, out, bytes, true, st)) {
+    launch_queued_moves();  // ahead of this one on the stream
+    st = gpu_backend().pack(plan, inbuf, out, 0, bytes);
+  }
   if (st != Status::Ok) return raise_error(comm, MPI_ERR_INTERN, "MPI_Pack on a GPU buffer failed: %s", to_string(st));
   *position += int(bytes);
   return MPI_SUCCESS;
@@ -155,11 +164,14 @@ int TEMPI_WRAPPER(MPI_Unpack)(const void *inbuf, int insize, int *position, void
   if (*position < 0 || *position + bytes > insize)
     return raise_error(comm, MPI_ERR_TRUNCATE, "MPI_Unpack: %lld bytes at position %d exceed insize %d",
                        (long long)bytes, *position, insize);
-  settle_other_threads();
+  if (local_work().pending()) local_work().settle_other_threads();
   const Plan plan = info->plan->for_count(outcount);
   char *in = const_cast<char *>(static_cast<const char *>(inbuf)) + *position;
   Status st;
-  if (!defer_move(plan, outbuf, in, bytes, false, st)) st = gpu_backend().unpack(plan, in, outbuf, 0, bytes);
+  if (!defer_move(info, plan, outbuf, in, bytes, false, st)) {
+    launch_queued_moves();
+    st = gpu_backend().unpack(plan, in, outbuf, 0, bytes);
+  }
   if (st != Status::Ok)
     return raise_error(comm, MPI_ERR_INTERN, "MPI_Unpack to a GPU buffer failed: %s", to_string(st));
   *position += int(bytes);

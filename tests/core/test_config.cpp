@@ -27,7 +27,7 @@ TEST_CASE("defaults when nothing is set", "[config]") {
   CHECK(c.pipeline_chunk == 4 << 20);
   CHECK(c.pipeline_threshold == 8 << 20);
   CHECK_FALSE(c.eager_sends);
-  CHECK_FALSE(c.defer_pack);
+  CHECK(c.defer_pack == 0);
 }
 
 TEST_CASE("values are parsed; invalid ones keep the default", "[config]") {
@@ -41,8 +41,9 @@ TEST_CASE("values are parsed; invalid ones keep the default", "[config]") {
   CHECK_FALSE(parse({{"TEMPI_DISABLE", "0"}}).disabled);
   CHECK(parse({{"TEMPI_EAGER_SENDS", "1"}}).eager_sends);
   CHECK_FALSE(parse({{"TEMPI_EAGER_SENDS", "yes please"}}).eager_sends);
-  CHECK(parse({{"TEMPI_DEFER_PACK", "1"}}).defer_pack);
-  CHECK_FALSE(parse({{"TEMPI_DEFER_PACK", "2"}}).defer_pack);
+  CHECK(parse({{"TEMPI_DEFER_PACK", "1"}}).defer_pack == 1);
+  CHECK(parse({{"TEMPI_DEFER_PACK", "2"}}).defer_pack == 2);
+  CHECK(parse({{"TEMPI_DEFER_PACK", "3"}}).defer_pack == 0);
 }
 
 TEST_CASE("every knob is documented in docs/environment.md", "[config]") {

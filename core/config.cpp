@@ -28,8 +28,9 @@ const std::vector<Knob> &knobs() {
        "Opt-in. 1: MPI_Pack and MPI_Unpack between two device buffers return as soon as their kernel is "
        "launched; the result is complete for every later MPI call, for work on the legacy default stream and "
        "after any device or legacy-stream synchronization, but not for the application's own non-blocking "
-       "streams. 2: they return at once and consecutive calls are launched together, as one fused kernel, by "
-       "the next other MPI call of the thread; the result is complete only for later MPI calls of that thread "
+       "streams. 2: as 1 for MPI_Unpack; MPI_Pack returns at once and consecutive packs are launched together, "
+       "as one fused kernel, by the thread's next MPI call that is not MPI_Pack; the packed output is complete "
+       "only for later MPI calls of that thread "
        "(docs/using.md, \"Sequences of MPI_Pack and MPI_Unpack\"). 0: each call waits for its kernel."},
   };
   return table;

@@ -42,11 +42,10 @@ class LocalWork {
 
 LocalWork &local_work();
 
-// TEMPI_DEFER_PACK=2: moves of MPI_Pack/MPI_Unpack not launched yet, this thread's, in
-// call order. The next MPI call of the thread other than MPI_Pack/MPI_Unpack launches
-// them (one backend call, so that small strided objects share one fused kernel), and
-// so does a move that depends on a queued one (overlapping buffers, the other
-// direction, another GPU).
+// TEMPI_DEFER_PACK=2: moves of MPI_Pack not launched yet, this thread's, in call order.
+// The thread's next MPI call other than MPI_Pack launches them (one backend call, so that
+// small strided objects share one fused kernel), and so does a move that depends on a
+// queued one (overlapping buffers, the other direction, another GPU).
 struct QueuedMove {
   std::shared_ptr<const TypeInfo> info;  // keeps device-side plan data alive
   Plan plan;

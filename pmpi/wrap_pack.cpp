@@ -19,8 +19,8 @@ namespace {
 bool on_gpu(const void *p) { return gpu_backend().classify(p) != MemorySpace::Host; }
 
 // TEMPI_DEFER_PACK=1: a move between two buffers in device memory of one GPU is issued
-// on this thread's stream and not waited for; =2: it is queued, to be launched with the
-// moves around it (local_work.hpp). Returns false when the buffers do not qualify (the
+// on this thread's stream and not waited for; =2: a pack is queued, to be launched with
+// the packs around it (local_work.hpp). Returns false when the buffers do not qualify (the
 // caller then moves the data and waits).
 bool defer_move(const std::shared_ptr<const TypeInfo> &info, const Plan &plan, const void *typed, void *packed,
                 int64_t bytes, bool to_packed, Status &st) {
@@ -29,10 +29,13 @@ bool defer_move(const std::shared_ptr<const TypeInfo> &info, const Plan &plan, c
   if (b.classify(typed) != MemorySpace::Device || b.classify(packed) != MemorySpace::Device) return false;
   const int device = b.device_of(typed);
   if (device != b.device_of(packed)) return false;
-  if (config().defer_pack == 2) {
+  // Mode 2 queues packs only: their packed output is what MPI calls read next. An unpack
+  // feeds the application's own kernels, so it is launched now, after the queued packs.
+  if (config().defer_pack == 2 && to_packed) {
     st = queue_move({info, plan, const_cast<void *>(typed), packed, bytes, to_packed, device});
     return true;
   }
+  launch_queued_moves();
   const std::vector<MoveJob> job{{&plan, const_cast<void *>(typed), packed, bytes, Transfer{Method::Device, bytes}}};
   Fence done;
   st = to_packed ? b.pack_async(job, done) : b.unpack_async(job, done);

@@ -419,6 +419,9 @@ long long count_wrong(const Halo &h) {
 long long layout_check(Halo &h) {
   upload_initial(h);
   pack_mpi(h);
+  // An MPI call before the packed buffers are read outside MPI: under TEMPI_DEFER_PACK=2
+  // the packs are launched by the next MPI call (docs/using.md).
+  MPI_Barrier(h.cart);
   CUDA(cudaDeviceSynchronize());
   std::vector<std::vector<unsigned char>> by_mpi(h.neighbours.size());
   for (size_t i = 0; i < h.neighbours.size(); ++i) {

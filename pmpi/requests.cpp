@@ -1,5 +1,6 @@
 #include "requests.hpp"
 
+#include "collectives.hpp"
 #include "engine.hpp"
 #include "forward.hpp"
 
@@ -47,10 +48,12 @@ void RequestTable::progress_detached() {
     } else {
       err = TEMPI_NEXT(MPI_Test)(&req, &flag, &st);
     }
-    if (flag || err != MPI_SUCCESS)
+    if (flag || err != MPI_SUCCESS) {
+      if (p->persistent) TEMPI_NEXT(MPI_Request_free)(&req);  // freed while active: now inactive, it goes
       complete(std::move(p), st, err);  // nobody is left to report an error to
-    else
+    } else {
       still.emplace_back(req, std::move(p));
+    }
   }
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto &e : still) detached_.push_back(std::move(e));
@@ -74,6 +77,7 @@ void RequestTable::drain_detached() {
       finish_outer(req);
     } else {
       err = TEMPI_NEXT(MPI_Wait)(&req, &st);
+      if (p->persistent) TEMPI_NEXT(MPI_Request_free)(&req);
     }
     complete(std::move(p), st, err);
   }
@@ -86,6 +90,7 @@ RequestTable &requests() {
 
 int complete(std::unique_ptr<Pending> p, const MPI_Status &status, int err) {
   if (!p) return MPI_SUCCESS;
+  if (p->coll) return finish_collective(*p->coll, err);
   return finish_recv(p->in, status, err);  // a send has nothing to do: its staging goes with p
 }
 

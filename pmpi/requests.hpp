@@ -16,7 +16,9 @@
 
 namespace tempi {
 
-struct DeferredSend;  // engine.hpp
+struct DeferredSend;   // engine.hpp
+struct CollectiveOp;   // collectives.hpp
+struct PersistentOp;   // persistent.hpp
 
 // What a tracked request's completion must do. The application's handle is the
 // library's own request for receives and for sends posted at once; for a send that the
@@ -25,6 +27,11 @@ struct Pending {
   Outgoing out;                        // a send: its packed bytes live until it completes
   Incoming in;                         // a receive: unpacked when it completes
   std::shared_ptr<DeferredSend> send;  // a deferred send
+  std::shared_ptr<CollectiveOp> coll;  // a nonblocking collective: its receive side is unpacked at completion
+  // A persistent request (MPI_Send_init, MPI_Recv_init, ...): the handle is the library's
+  // own persistent request, and the entry stays in the table across completions until
+  // MPI_Request_free (`in` is the receive's unpack, `out` the send's staging).
+  std::shared_ptr<PersistentOp> persistent;
 };
 
 class RequestTable {

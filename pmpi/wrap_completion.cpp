@@ -5,10 +5,21 @@
 // by the library's own request for it. After the call, the receives it completed are
 // unpacked together (one wait per GPU), completed sends release their staging and their
 // generalized requests, and the rest go back to the table.
+//
+// A request counts as completed when the call reports it complete: every request of
+// MPI_Wait and MPI_Waitall (but one whose status says MPI_ERR_PENDING), MPI_Test's and
+// MPI_Testall's when the flag is set, the index of MPI_Waitany/MPI_Testany, the indices of
+// MPI_Waitsome/MPI_Testsome. A request that is not persistent must also have become
+// MPI_REQUEST_NULL. A persistent request (persistent.hpp) must have been active (an
+// inactive one completes at once with an empty status and has nothing to finish): its
+// handle stays in the application's array, inactive, and its entry goes back to the table.
+// Nonblocking collectives (collectives.hpp) that complete together are unpacked together.
 #include <vector>
 
+#include "collectives.hpp"
 #include "engine.hpp"
 #include "forward.hpp"
+#include "persistent.hpp"
 #include "requests.hpp"
 #include "runtime.hpp"
 
@@ -49,27 +60,42 @@ class Completion {
   // the calls that complete any one request report it at once.
   int failed_send() const { return failed_; }
 
-  // Request `index` may have completed in the call with `*status` and its error `err`.
+  // The call reported request `index` complete, with `*status` and its error `err`.
   void completed(int index, MPI_Status *status, int err) {
-    for (Entry &e : entries_)
-      if (e.index == index && e.pending && actual_[size_t(index)] == MPI_REQUEST_NULL) {
-        e.status = status;
-        e.err = err;
-        e.done = true;
-      }
+    for (Entry &e : entries_) {
+      if (e.index != index || !e.pending || e.done) continue;
+      const PersistentOp *persistent = e.pending->persistent.get();
+      const bool done = persistent ? persistent->active && err != MPI_ERR_PENDING
+                                   : actual_[size_t(index)] == MPI_REQUEST_NULL;
+      if (!done) continue;
+      e.status = status;
+      e.err = err;
+      e.done = true;
+    }
   }
 
   // Ends the call: TEMPI's part of every completed request, and the handles back into
   // the application's array. Returns TEMPI's first error.
   int finish() {
     int first = MPI_SUCCESS;
+    auto is_recv = [](const Entry &e) { return e.done && !e.pending->send && !e.pending->coll; };
     std::vector<Finishing> recvs;
     for (Entry &e : entries_)
-      if (e.done && !e.pending->send) recvs.push_back({&e.pending->in, *e.status, e.err});
+      if (is_recv(e)) recvs.push_back({&e.pending->in, *e.status, e.err});
     if (!recvs.empty()) first = finish_recvs(recvs);
     for (size_t k = 0, r = 0; k < entries_.size(); ++k)
-      if (entries_[k].done && !entries_[k].pending->send && recvs[r++].result != MPI_SUCCESS)
+      if (is_recv(entries_[k]) && recvs[r++].result != MPI_SUCCESS)
         entries_[k].status->MPI_ERROR = recvs[r - 1].result;
+    std::vector<CollectiveFinishing> colls;
+    for (Entry &e : entries_)
+      if (e.done && e.pending->coll) colls.push_back({e.pending->coll.get(), e.err});
+    if (!colls.empty()) {
+      const int err = finish_collectives(colls);
+      if (first == MPI_SUCCESS) first = err;
+      for (size_t k = 0, c = 0; k < entries_.size(); ++k)
+        if (entries_[k].done && entries_[k].pending->coll && colls[c++].result != MPI_SUCCESS)
+          entries_[k].status->MPI_ERROR = colls[c - 1].result;
+    }
     for (Entry &e : entries_) {
       if (!e.done || !e.pending->send) continue;
       int err = MPI_SUCCESS;
@@ -82,7 +108,10 @@ class Completion {
     }
     for (int i = 0; i < n_; ++i) user_[i] = actual_[size_t(i)];
     for (Entry &e : entries_) {
-      if (e.done) {
+      if (e.done && e.pending->persistent) {
+        user_[e.index] = e.handle;  // inactive now; the entry goes back to the table
+        e.pending->persistent->active = false;
+      } else if (e.done) {
         user_[e.index] = MPI_REQUEST_NULL;
         e.pending.reset();
       } else {
@@ -97,6 +126,8 @@ class Completion {
   int finish_early(const MPI_Status &status) {
     Entry &e = entries_.front();
     if (e.pending->send) return MPI_SUCCESS;
+    if (e.pending->persistent && !e.pending->persistent->active) return MPI_SUCCESS;  // nothing in flight
+    if (e.pending->coll) return finish_collective(*e.pending->coll, MPI_SUCCESS);  // runs once
     return finish_recv(e.pending->in, status, MPI_SUCCESS);
   }
 
@@ -280,6 +311,8 @@ int TEMPI_WRAPPER(MPI_Request_free)(MPI_Request *request) {
   if (!tracking()) return TEMPI_NEXT(MPI_Request_free)(request);
   std::unique_ptr<Pending> p = requests().take(*request);
   if (!p) return TEMPI_NEXT(MPI_Request_free)(request);
+  // An inactive persistent request has nothing in flight: it goes with its entry.
+  if (p->persistent && !p->persistent->active) return TEMPI_NEXT(MPI_Request_free)(request);
   // TEMPI keeps the request to finish the operation later (see RequestTable::detach).
   requests().detach(*request, std::move(p));
   *request = MPI_REQUEST_NULL;

@@ -1,0 +1,1147 @@
+#include "collectives.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <numeric>
+#include <type_traits>
+
+#include "config.hpp"
+#include "errors.hpp"
+#include "forward.hpp"
+#include "local_work.hpp"
+#include "log.hpp"
+#include "requests.hpp"
+#include "runtime.hpp"
+
+namespace tempi {
+
+bool gpu_data(const void *buf) {
+  if (!buf || buf == MPI_IN_PLACE) return false;
+  const MemorySpace s = gpu_backend().classify(buf);
+  return s == MemorySpace::Device || s == MemorySpace::Managed;
+}
+
+namespace {
+
+// Where a side with no bytes points the library, which reads and writes nothing there.
+// Two places, so that a send side and a receive side never look aliased.
+char g_nothing[2][16];
+
+int64_t extent_of(MPI_Datatype type) {
+  MPI_Count lb = 0, extent = 0;
+  PMPI_Type_get_extent_x(type, &lb, &extent);
+  return extent;
+}
+
+// A datatype of `bytes` contiguous bytes: the unit of wire counts where an int cannot
+// count bytes.
+int make_unit(int64_t bytes, MPI_Comm comm, const char *call, MPI_Datatype &unit, OwnedType &owned) {
+  unit = MPI_BYTE;
+  if (bytes <= 1) return MPI_SUCCESS;
+  MPI_Datatype t = MPI_DATATYPE_NULL;
+  int err;
+  if (bytes <= INT_MAX) {
+    err = PMPI_Type_contiguous(int(bytes), MPI_BYTE, &t);
+  } else {
+    constexpr int kGiB = 1 << 30;
+    MPI_Datatype gib = MPI_DATATYPE_NULL;
+    err = PMPI_Type_contiguous(kGiB, MPI_BYTE, &gib);
+    const int lengths[2] = {int(bytes / kGiB), int(bytes % kGiB)};
+    const MPI_Aint displs[2] = {0, MPI_Aint(bytes / kGiB) * kGiB};
+    MPI_Datatype types[2] = {gib, MPI_BYTE};
+    if (err == MPI_SUCCESS) err = PMPI_Type_create_struct(2, lengths, displs, types, &t);
+    if (gib != MPI_DATATYPE_NULL) PMPI_Type_free(&gib);
+  }
+  if (err == MPI_SUCCESS) err = PMPI_Type_commit(&t);
+  if (err != MPI_SUCCESS)
+    return raise_error(comm, MPI_ERR_INTERN, "%s: cannot describe %lld packed bytes to MPI", call, (long long)bytes);
+  unit = t;
+  owned = OwnedType(t);
+  return MPI_SUCCESS;
+}
+
+// The lowest and one past the highest byte offset a plan touches, relative to its buffer.
+void reach(const Plan &p, int64_t &lowest, int64_t &highest) {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const Run &r : p.pattern) {
+    const int64_t last = (r.count - 1) * r.stride;
+    lo = std::min(lo, r.offset + std::min<int64_t>(0, last));
+    hi = std::max(hi, r.offset + std::max<int64_t>(0, last) + r.length);
+  }
+  lowest = p.start + lo;
+  highest = p.start + hi;
+  for (const Dim &d : p.dims) {
+    const int64_t last = (d.count - 1) * d.stride;
+    lowest += std::min<int64_t>(0, last);
+    highest += std::max<int64_t>(0, last);
+  }
+}
+
+int copy_failed(MPI_Comm comm, const char *call, const char *where, Status st) {
+  return raise_error(comm, MPI_ERR_INTERN, "%s: copying data %s failed: %s", call, where, to_string(st));
+}
+
+}  // namespace
+
+// ---- Side --------------------------------------------------------------------------------
+
+int Side::plan(void *buf, std::vector<Block> blocks, bool typed_only, MPI_Comm comm, const char *call) {
+  user_ = buf;
+  blocks_ = std::move(blocks);
+  for (const Block &b : blocks_) {
+    if (b.count < 0) return raise_error(comm, MPI_ERR_COUNT, "%s: negative count %d", call, b.count);
+    if (b.type == MPI_DATATYPE_NULL) return raise_error(comm, MPI_ERR_TYPE, "%s: MPI_DATATYPE_NULL", call);
+    stores_ = stores_ || b.store;
+  }
+  settle_other_threads();
+  const bool aware = mpi_is_cuda_aware();
+  const size_t n = blocks_.size();
+  bool plannable = !typed_only, contiguous = true;
+  int64_t total = 0;
+  if (plannable) {
+    bytes_.assign(n, 0);
+    offsets_.assign(n, 0);
+    plans_.assign(n, Plan{});
+    infos_.assign(n, nullptr);
+    typed_.assign(n, nullptr);
+    for (size_t i = 0; i < n && plannable; ++i) {
+      const Block &b = blocks_[i];
+      offsets_[i] = total;
+      if (b.count == 0) continue;
+      // Equal types of neighbouring blocks (every block of most calls) share one lookup.
+      if (i > 0 && blocks_[i - 1].type == b.type && infos_[i - 1]) infos_[i] = infos_[i - 1];
+      else infos_[i] = type_cache().find(b.type);
+      const TypeInfo &info = *infos_[i];
+      if (info.size == 0) continue;
+      if (!info.plan) {
+        plannable = false;
+        break;
+      }
+      plans_[i] = info.plan->for_count(b.count);
+      bytes_[i] = plans_[i].packed_size();
+      // A block's address need not lie in the allocation its data lies in (a lower bound
+      // below its data, a displacement beyond it): GPU work starts from its first byte.
+      typed_[i] = static_cast<char *>(buf) + b.disp;
+      int64_t lowest, highest;
+      reach(plans_[i], lowest, highest);
+      if (bytes_[i] > 0 && (lowest > 0 || highest <= 0)) {
+        typed_[i] += lowest;
+        plans_[i].start -= lowest;
+      }
+      contiguous = contiguous && plans_[i].contiguous();
+      total += bytes_[i];
+    }
+  }
+  if (plannable) {
+    transfer_ = choose_transfer(requested_method(), aware, total, contiguous, config(), false);
+    // Contiguous data on a CUDA-aware library needs no packing: the library reads it.
+    if (aware && transfer_.method == Method::Device && contiguous) {
+      if (local_work().pending()) local_work().settle();
+      return MPI_SUCCESS;
+    }
+    mode_ = Mode::Pack;
+    device_ = gpu_backend().device_of(buf);
+    if (total == 0) {
+      lib_ = g_nothing[stores_ ? 1 : 0];
+      return MPI_SUCCESS;
+    }
+    Backend &b = gpu_backend();
+    const OnDeviceOf on_its_gpu(buf);  // device staging from this GPU's pool
+    if (transfer_.method == Method::Device) {
+      if (b.acquire(ScratchKind::Device, size_t(total), staging_) != Status::Ok) {
+        TEMPI_LOG(Warn, "%s: no device memory for %lld packed bytes; using the one-shot method", call,
+                  (long long)total);
+        transfer_ = {Method::OneShot, total};
+      }
+    }
+    if (!staging_.owner) {
+      const Status st = b.acquire(ScratchKind::Pinned, size_t(total), staging_);
+      if (st != Status::Ok)
+        return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in pinned host memory: %s", call,
+                           (long long)total, to_string(st));
+    }
+    lib_ = staging_.ptr;
+    return MPI_SUCCESS;
+  }
+  // The library must see the user's types: on a CUDA-aware one, in GPU memory as they are.
+  if (aware) {
+    if (local_work().pending()) local_work().settle();
+    return MPI_SUCCESS;
+  }
+  mode_ = Mode::Region;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const Block &b : blocks_) {
+    if (b.count == 0) continue;
+    int size = 0;
+    PMPI_Type_size(b.type, &size);
+    if (size == 0) continue;
+    int64_t l, s;
+    span_of(b.count, b.type, l, s);
+    lo = std::min(lo, b.disp + l);
+    hi = std::max(hi, b.disp + l + s);
+  }
+  if (lo >= hi) {  // nothing to move
+    lib_ = g_nothing[stores_ ? 1 : 0];
+    return MPI_SUCCESS;
+  }
+  lo_ = lo;
+  span_ = hi - lo;
+  const Status st = gpu_backend().acquire(ScratchKind::Pinned, size_t(span_), staging_);
+  if (st != Status::Ok)
+    return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in pinned host memory: %s", call,
+                       (long long)span_, to_string(st));
+  lib_ = static_cast<char *>(staging_.ptr) - lo_;
+  return MPI_SUCCESS;
+}
+
+int Side::load(MPI_Comm comm, const char *call) {
+  Backend &b = gpu_backend();
+  if (mode_ == Mode::Region) {
+    // Always, for a receive side too: the bytes between its blocks go back unchanged.
+    if (span_ == 0) return MPI_SUCCESS;
+    const Status st = b.copy(staging_.ptr, static_cast<char *>(user_) + lo_, size_t(span_));
+    return st == Status::Ok ? MPI_SUCCESS : copy_failed(comm, call, "from the GPU to the host", st);
+  }
+  if (mode_ != Mode::Pack) return MPI_SUCCESS;
+  std::vector<MoveJob> jobs;
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    if (blocks_[i].load && bytes_[i] > 0)
+      jobs.push_back({&plans_[i], typed_[i],
+                      static_cast<char *>(staging_.ptr) + offsets_[i], bytes_[i], transfer_});
+  if (jobs.empty()) return MPI_SUCCESS;
+  const OnDeviceOf on_its_gpu(user_);
+  Fence done;
+  Status st = b.pack_async(jobs, done);
+  if (st == Status::Ok) st = b.wait(done);
+  if (st != Status::Ok)
+    return raise_error(comm, MPI_ERR_INTERN, "%s: packing GPU data (%s method) failed: %s", call,
+                       to_string(transfer_.method), to_string(st));
+  return MPI_SUCCESS;
+}
+
+void Side::unpack_jobs(std::vector<MoveJob> &jobs) {
+  if (mode_ != Mode::Pack) return;
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    if (blocks_[i].store && bytes_[i] > 0)
+      jobs.push_back({&plans_[i], typed_[i],
+                      static_cast<char *>(staging_.ptr) + offsets_[i], bytes_[i], transfer_});
+}
+
+int Side::region_back(MPI_Comm comm, const char *call) {
+  if (mode_ != Mode::Region || !stores_ || span_ == 0) return MPI_SUCCESS;
+  const OnDeviceOf on_its_gpu(user_);
+  const Status st = gpu_backend().copy(static_cast<char *>(user_) + lo_, staging_.ptr, size_t(span_));
+  return st == Status::Ok ? MPI_SUCCESS : copy_failed(comm, call, "from the host to the GPU", st);
+}
+
+// ---- finishing ---------------------------------------------------------------------------
+
+int finish_collectives(std::vector<CollectiveFinishing> &batch) {
+  Backend &b = gpu_backend();
+  struct OnGpu {
+    int device;
+    std::vector<MoveJob> jobs;
+    std::vector<CollectiveFinishing *> owners;
+  };
+  std::vector<OnGpu> gpus;
+  for (CollectiveFinishing &f : batch) {
+    CollectiveOp &op = *f.op;
+    if (op.finished) continue;
+    op.finished = true;
+    if (f.err != MPI_SUCCESS) continue;  // the library reported it; the buffer is undefined
+    f.result = op.recv.region_back(op.comm, op.call);
+    std::vector<MoveJob> jobs;
+    op.recv.unpack_jobs(jobs);
+    if (jobs.empty()) continue;
+    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const OnGpu &o) { return o.device == op.recv.device(); });
+    if (g == gpus.end()) g = gpus.insert(gpus.end(), OnGpu{op.recv.device(), {}, {}});
+    g->jobs.insert(g->jobs.end(), jobs.begin(), jobs.end());
+    g->owners.push_back(&f);
+  }
+  auto failed = [](CollectiveFinishing &f, Status st) {
+    if (f.result == MPI_SUCCESS)
+      f.result = raise_error(f.op->comm, MPI_ERR_INTERN, "%s: unpacking received data on the GPU failed: %s",
+                             f.op->call, to_string(st));
+  };
+  std::vector<Fence> fences(gpus.size());
+  std::vector<Status> issued(gpus.size(), Status::Ok);
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const int previous = gpus[i].device >= 0 ? b.use_device(gpus[i].device) : -1;
+    issued[i] = b.unpack_async(gpus[i].jobs, fences[i]);
+    if (previous >= 0) b.use_device(previous);
+  }
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const int previous = gpus[i].device >= 0 ? b.use_device(gpus[i].device) : -1;
+    Status st = issued[i];
+    const Status waited = b.wait(fences[i]);
+    if (st == Status::Ok) st = waited;
+    if (previous >= 0) b.use_device(previous);
+    if (st != Status::Ok)
+      for (CollectiveFinishing *f : gpus[i].owners) failed(*f, st);
+  }
+  int first = MPI_SUCCESS;
+  for (const CollectiveFinishing &f : batch)
+    if (first == MPI_SUCCESS) first = f.result;
+  return first;
+}
+
+int finish_collective(CollectiveOp &op, int err) {
+  std::vector<CollectiveFinishing> one{{&op, err}};
+  return finish_collectives(one);
+}
+
+namespace coll {
+
+namespace {
+
+// ---- the communicator ------------------------------------------------------------------
+
+struct Group {
+  int rank = 0, size = 0, remote = 0;
+  bool inter = false;
+  int peers() const { return inter ? remote : size; }  // blocks of an all-to-all buffer
+};
+
+// False for a communicator the library must judge (it reports the error).
+bool group_of(MPI_Comm comm, Group &g) {
+  if (comm == MPI_COMM_NULL) return false;
+  int inter = 0;
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return false;
+  g.inter = inter != 0;
+  PMPI_Comm_rank(comm, &g.rank);
+  PMPI_Comm_size(comm, &g.size);
+  if (g.inter) PMPI_Comm_remote_size(comm, &g.remote);
+  return true;
+}
+
+// A rooted collective: this process is its root (an intercommunicator's MPI_ROOT), another
+// member (Leaf), or takes no part (an intercommunicator's MPI_PROC_NULL).
+enum class Role { None, Root, Leaf };
+bool role_of(const Group &g, int root, Role &r) {
+  if (g.inter) {
+    if (root == MPI_ROOT) r = Role::Root;
+    else if (root == MPI_PROC_NULL) r = Role::None;
+    else if (root >= 0 && root < g.remote) r = Role::Leaf;
+    else return false;
+    return true;
+  }
+  if (root < 0 || root >= g.size) return false;
+  r = root == g.rank ? Role::Root : Role::Leaf;
+  return true;
+}
+
+// The neighbourhood of a process topology, in MPI's order: a Cartesian one's missing
+// neighbours are MPI_PROC_NULL (their blocks are left alone). False without a topology.
+bool neighbourhood(MPI_Comm comm, std::vector<int> &sources, std::vector<int> &dests) {
+  int status = MPI_UNDEFINED;
+  if (comm == MPI_COMM_NULL || PMPI_Topo_test(comm, &status) != MPI_SUCCESS) return false;
+  if (status == MPI_CART) {
+    int ndims = 0;
+    PMPI_Cartdim_get(comm, &ndims);
+    for (int d = 0; d < ndims; ++d) {
+      int negative = MPI_PROC_NULL, positive = MPI_PROC_NULL;
+      PMPI_Cart_shift(comm, d, 1, &negative, &positive);
+      sources.push_back(negative);
+      sources.push_back(positive);
+    }
+    dests = sources;
+    return true;
+  }
+  if (status == MPI_GRAPH) {
+    int rank = 0, n = 0;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Graph_neighbors_count(comm, rank, &n);
+    sources.resize(size_t(n));
+    if (n > 0) PMPI_Graph_neighbors(comm, rank, n, sources.data());
+    dests = sources;
+    return true;
+  }
+  if (status == MPI_DIST_GRAPH) {
+    int in = 0, out = 0, weighted = 0;
+    PMPI_Dist_graph_neighbors_count(comm, &in, &out, &weighted);
+    sources.resize(size_t(in));
+    dests.resize(size_t(out));
+    std::vector<int> sw(size_t(std::max(in, 1))), dw(size_t(std::max(out, 1)));
+    int nothing[1];
+    PMPI_Dist_graph_neighbors(comm, in, in ? sources.data() : nothing, sw.data(), out,
+                              out ? dests.data() : nothing, dw.data());
+    return true;
+  }
+  return false;
+}
+
+// ---- blocks ------------------------------------------------------------------------------
+
+int64_t step_of(int count, MPI_Datatype type) {
+  return type == MPI_DATATYPE_NULL || count <= 0 ? 0 : int64_t(count) * extent_of(type);
+}
+
+std::vector<Block> single(int count, MPI_Datatype type, bool load, bool store) {
+  return {Block{0, count, type, load, store}};
+}
+
+// n blocks of `count` elements, block i at i * count * extent.
+std::vector<Block> uniform(int n, int count, MPI_Datatype type, bool load, bool store) {
+  const int64_t step = step_of(count, type);
+  std::vector<Block> v(size_t(std::max(n, 0)));
+  for (int i = 0; i < n; ++i) v[size_t(i)] = Block{i * step, count, type, load, store};
+  return v;
+}
+
+int null_array(MPI_Comm comm, const char *call, const char *what) {
+  return raise_error(comm, MPI_ERR_ARG, "%s: %s is NULL", call, what);
+}
+
+// n blocks of counts[i] elements at displs[i] extents.
+int varying(int n, const int counts[], const int displs[], MPI_Datatype type, bool load, bool store, MPI_Comm comm,
+            const char *call, std::vector<Block> &v) {
+  if (n > 0 && !counts) return null_array(comm, call, "the counts array");
+  if (n > 0 && !displs) return null_array(comm, call, "the displacements array");
+  const int64_t extent = type == MPI_DATATYPE_NULL ? 0 : extent_of(type);
+  v.resize(size_t(n));
+  for (int i = 0; i < n; ++i) v[size_t(i)] = Block{int64_t(displs[i]) * extent, counts[i], type, load, store};
+  return MPI_SUCCESS;
+}
+
+// n blocks of counts[i] elements of types[i] at displs[i] bytes.
+template <class Disp>
+int typed(int n, const int counts[], const Disp displs[], const MPI_Datatype types[], bool load, bool store,
+          MPI_Comm comm, const char *call, std::vector<Block> &v) {
+  if (n > 0 && !counts) return null_array(comm, call, "the counts array");
+  if (n > 0 && !displs) return null_array(comm, call, "the displacements array");
+  if (n > 0 && !types) return null_array(comm, call, "the datatypes array");
+  v.resize(size_t(n));
+  for (int i = 0; i < n; ++i) v[size_t(i)] = Block{int64_t(displs[i]), counts[i], types[i], load, store};
+  return MPI_SUCCESS;
+}
+
+// ---- what the library gets ---------------------------------------------------------------
+
+// Uniform blocks: one count and type for all of them.
+int wire_uniform(const Side &s, int user_count, MPI_Datatype user_type, const CollectiveOp &op, Wire &w) {
+  if (s.mode() != Side::Mode::Pack) {
+    w.count = user_count;
+    w.unit = user_type;
+    return MPI_SUCCESS;
+  }
+  const int64_t bytes = s.blocks() ? s.bytes(0) : 0;
+  if (bytes <= INT_MAX) {
+    w.count = int(bytes);
+    w.unit = MPI_BYTE;
+    return MPI_SUCCESS;
+  }
+  w.count = 1;
+  return make_unit(bytes, op.comm, op.call, w.unit, w.owned);
+}
+
+// The unit in which every byte count (and, with `displs_too`, every offset) of a packed
+// side fits an int: one byte where it can, else their greatest common divisor.
+int wire_unit(const Side &s, bool displs_too, const CollectiveOp &op, Wire &w, int64_t &unit) {
+  int64_t top = 0, g = 0;
+  for (size_t i = 0; i < s.blocks(); ++i) {
+    top = std::max(top, s.bytes(i));
+    g = std::gcd(g, s.bytes(i));
+    if (displs_too) {
+      top = std::max(top, s.offset(i));
+      g = std::gcd(g, s.offset(i));
+    }
+  }
+  unit = 1;
+  if (top > INT_MAX) {
+    unit = g;
+    if (top / g > INT_MAX)
+      return raise_error(op.comm, MPI_ERR_COUNT, "%s: %lld packed bytes cannot be counted in ints", op.call,
+                         (long long)top);
+  }
+  return make_unit(unit, op.comm, op.call, w.unit, w.owned);
+}
+
+struct VArgs {
+  const int *counts, *displs;
+  MPI_Datatype type;
+};
+
+// Per-block counts and displacements in units of one type (the v-variants).
+int wire_varying(const Side &s, const int *user_counts, const int *user_displs, MPI_Datatype user_type,
+                 const CollectiveOp &op, Wire &w, VArgs &out) {
+  out = {user_counts, user_displs, user_type};
+  if (s.mode() != Side::Mode::Pack) return MPI_SUCCESS;
+  int64_t unit = 1;
+  if (const int err = wire_unit(s, true, op, w, unit)) return err;
+  const size_t n = s.blocks();
+  w.counts.resize(std::max<size_t>(n, 1));
+  w.displs.resize(std::max<size_t>(n, 1));
+  for (size_t i = 0; i < n; ++i) {
+    w.counts[i] = int(s.bytes(i) / unit);
+    w.displs[i] = int(s.offset(i) / unit);
+  }
+  out = {w.counts.data(), w.displs.data(), w.unit};
+  return MPI_SUCCESS;
+}
+
+template <class Disp>
+struct WArgs {
+  const int *counts;
+  const Disp *displs;
+  const MPI_Datatype *types;
+};
+
+// Per-block counts, byte displacements and types (the w-variants), in arrays of at least
+// `room` entries.
+template <class Disp>
+int wire_typed(const Side &s, const int *user_counts, const Disp *user_displs, const MPI_Datatype *user_types,
+               const CollectiveOp &op, Wire &w, std::vector<Disp> &displs, WArgs<Disp> &out, size_t room = 1) {
+  out = {user_counts, user_displs, user_types};
+  if (s.mode() != Side::Mode::Pack) return MPI_SUCCESS;
+  int64_t unit = 1;
+  if (const int err = wire_unit(s, false, op, w, unit)) return err;
+  const size_t n = s.blocks();
+  w.counts.assign(std::max(n, room), 0);
+  displs.assign(std::max(n, room), 0);
+  w.types.assign(std::max(n, room), w.unit);
+  for (size_t i = 0; i < n; ++i) {
+    w.counts[i] = int(s.bytes(i) / unit);
+    if (std::is_same<Disp, int>::value && s.offset(i) > INT_MAX)
+      return raise_error(op.comm, MPI_ERR_COUNT, "%s: packed data beyond 2 GiB cannot be displaced in ints",
+                         op.call);
+    displs[i] = Disp(s.offset(i));
+  }
+  out = {w.counts.data(), displs.data(), w.types.data()};
+  return MPI_SUCCESS;
+}
+
+// ---- the call ----------------------------------------------------------------------------
+
+std::shared_ptr<CollectiveOp> new_op(const char *blocking, const char *nonblocking, MPI_Comm comm,
+                                     MPI_Request *request) {
+  auto op = std::make_shared<CollectiveOp>();
+  op->call = request ? nonblocking : blocking;
+  op->comm = comm;
+  return op;
+}
+
+bool needed(const CollectiveOp &op) { return op.send.used() || op.recv.used(); }
+
+int load(CollectiveOp &op) {
+  if (const int err = op.send.load(op.comm, op.call)) return err;
+  return op.recv.load(op.comm, op.call);
+}
+
+// After the library's call returned `err`: a blocking call finishes now; a nonblocking
+// one is tracked so that the completion call that completes it finishes it.
+int conclude(std::shared_ptr<CollectiveOp> op, int err, MPI_Request *request) {
+  if (!request) return err != MPI_SUCCESS ? err : finish_collective(*op, err);
+  if (err != MPI_SUCCESS) return err;
+  auto p = std::make_unique<Pending>();
+  p->coll = std::move(op);
+  requests().add(*request, std::move(p));
+  return MPI_SUCCESS;
+}
+
+void *mutable_buf(const void *p) { return const_cast<void *>(p); }
+
+// A side that holds a reduction's typed data (Region on a library that is not CUDA-aware).
+int plan_typed(Side &s, const void *buf, int count, MPI_Datatype type, bool store, const CollectiveOp &op) {
+  if (!gpu_data(buf)) return MPI_SUCCESS;
+  return s.plan(mutable_buf(buf), single(count, type, true, store), true, op.comm, op.call);
+}
+
+}  // namespace
+
+// ---- rooted ------------------------------------------------------------------------------
+
+int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](void *b, int c, MPI_Datatype t) {
+    return request ? TEMPI_NEXT(MPI_Ibcast)(b, c, t, root, comm, request) : TEMPI_NEXT(MPI_Bcast)(b, c, t, root, comm);
+  };
+  Group g;
+  Role role;
+  if (!gpu_data(buf) || !group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
+    return next(buf, count, type);
+  auto op = new_op("MPI_Bcast", "MPI_Ibcast", comm, request);
+  const bool sends = role == Role::Root;
+  Side &s = sends ? op->send : op->recv;
+  if (const int err = s.plan(buf, single(count, type, sends, !sends), false, comm, op->call)) return err;
+  if (!needed(*op)) return next(buf, count, type);
+  if (const int err = load(*op)) return err;
+  Wire &w = sends ? op->swire : op->rwire;
+  if (const int err = wire_uniform(s, count, type, *op, w)) return err;
+  return conclude(op, next(s.library_buffer(buf), w.count, w.unit), request);
+}
+
+int gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
+           MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
+    return request ? TEMPI_NEXT(MPI_Igather)(s, sc, st, r, rc, rt, root, comm, request)
+                   : TEMPI_NEXT(MPI_Gather)(s, sc, st, r, rc, rt, root, comm);
+  };
+  Group g;
+  Role role;
+  if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
+    return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  auto op = new_op("MPI_Gather", "MPI_Igather", comm, request);
+  const bool in_place = sbuf == MPI_IN_PLACE;
+  const bool sends = !g.inter || role == Role::Leaf;
+  if (sends && gpu_data(sbuf))
+    if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
+      return err;
+  if (role == Role::Root && gpu_data(rbuf)) {
+    std::vector<Block> blocks = uniform(g.peers(), rcount, rtype, false, true);
+    if (in_place && !g.inter) blocks[size_t(g.rank)].store = false;  // the root's own block stays where it is
+    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  if (const int err = load(*op)) return err;
+  Wire &sw = op->swire, &rw = op->rwire;
+  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
+  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
+                           rw.unit),
+                  request);
+}
+
+int gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
+            MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *rd, MPI_Datatype rt) {
+    return request ? TEMPI_NEXT(MPI_Igatherv)(s, sc, st, r, rc, rd, rt, root, comm, request)
+                   : TEMPI_NEXT(MPI_Gatherv)(s, sc, st, r, rc, rd, rt, root, comm);
+  };
+  Group g;
+  Role role;
+  if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
+    return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
+  auto op = new_op("MPI_Gatherv", "MPI_Igatherv", comm, request);
+  const bool in_place = sbuf == MPI_IN_PLACE;
+  const bool sends = !g.inter || role == Role::Leaf;
+  if (sends && gpu_data(sbuf))
+    if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
+      return err;
+  if (role == Role::Root && gpu_data(rbuf)) {
+    std::vector<Block> blocks;
+    if (const int err = varying(g.peers(), rcounts, displs, rtype, false, true, comm, op->call, blocks)) return err;
+    if (in_place && !g.inter) blocks[size_t(g.rank)].store = false;
+    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
+  if (const int err = load(*op)) return err;
+  Wire &sw = op->swire;
+  VArgs r;
+  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
+  if (const int err = wire_varying(op->recv, rcounts, displs, rtype, *op, op->rwire, r)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), r.counts,
+                           r.displs, r.type),
+                  request);
+}
+
+int scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
+            MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
+    return request ? TEMPI_NEXT(MPI_Iscatter)(s, sc, st, r, rc, rt, root, comm, request)
+                   : TEMPI_NEXT(MPI_Scatter)(s, sc, st, r, rc, rt, root, comm);
+  };
+  Group g;
+  Role role;
+  if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
+    return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  auto op = new_op("MPI_Scatter", "MPI_Iscatter", comm, request);
+  const bool in_place = rbuf == MPI_IN_PLACE;
+  const bool receives = !g.inter || role == Role::Leaf;
+  if (role == Role::Root && gpu_data(sbuf)) {
+    std::vector<Block> blocks = uniform(g.peers(), scount, stype, true, false);
+    if (in_place && !g.inter) blocks[size_t(g.rank)].load = false;  // the root's own block is not sent
+    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (receives && gpu_data(rbuf))
+    if (const int err = op->recv.plan(rbuf, single(rcount, rtype, false, true), false, comm, op->call)) return err;
+  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  if (const int err = load(*op)) return err;
+  Wire &sw = op->swire, &rw = op->rwire;
+  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
+  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
+                           rw.unit),
+                  request);
+}
+
+int scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void *rbuf, int rcount,
+             MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
+    return request ? TEMPI_NEXT(MPI_Iscatterv)(s, sc, sd, st, r, rc, rt, root, comm, request)
+                   : TEMPI_NEXT(MPI_Scatterv)(s, sc, sd, st, r, rc, rt, root, comm);
+  };
+  Group g;
+  Role role;
+  if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
+    return next(sbuf, scounts, displs, stype, rbuf, rcount, rtype);
+  auto op = new_op("MPI_Scatterv", "MPI_Iscatterv", comm, request);
+  const bool in_place = rbuf == MPI_IN_PLACE;
+  const bool receives = !g.inter || role == Role::Leaf;
+  if (role == Role::Root && gpu_data(sbuf)) {
+    std::vector<Block> blocks;
+    if (const int err = varying(g.peers(), scounts, displs, stype, true, false, comm, op->call, blocks)) return err;
+    if (in_place && !g.inter) blocks[size_t(g.rank)].load = false;
+    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (receives && gpu_data(rbuf))
+    if (const int err = op->recv.plan(rbuf, single(rcount, rtype, false, true), false, comm, op->call)) return err;
+  if (!needed(*op)) return next(sbuf, scounts, displs, stype, rbuf, rcount, rtype);
+  if (const int err = load(*op)) return err;
+  VArgs s;
+  Wire &rw = op->rwire;
+  if (const int err = wire_varying(op->send, scounts, displs, stype, *op, op->swire, s)) return err;
+  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type, op->recv.library_buffer(rbuf),
+                           rw.count, rw.unit),
+                  request);
+}
+
+// ---- all to all --------------------------------------------------------------------------
+
+int allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
+              MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
+    return request ? TEMPI_NEXT(MPI_Iallgather)(s, sc, st, r, rc, rt, comm, request)
+                   : TEMPI_NEXT(MPI_Allgather)(s, sc, st, r, rc, rt, comm);
+  };
+  Group g;
+  if (!group_of(comm, g)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  auto op = new_op("MPI_Allgather", "MPI_Iallgather", comm, request);
+  const bool in_place = sbuf == MPI_IN_PLACE;
+  if (!in_place && gpu_data(sbuf))
+    if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
+      return err;
+  if (gpu_data(rbuf)) {
+    std::vector<Block> blocks = uniform(g.peers(), rcount, rtype, false, true);
+    if (in_place && !g.inter) blocks[size_t(g.rank)] = {blocks[size_t(g.rank)].disp, rcount, rtype, true, false};
+    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  if (const int err = load(*op)) return err;
+  Wire &sw = op->swire, &rw = op->rwire;
+  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
+  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
+                           rw.unit),
+                  request);
+}
+
+int allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
+               MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *rd, MPI_Datatype rt) {
+    return request ? TEMPI_NEXT(MPI_Iallgatherv)(s, sc, st, r, rc, rd, rt, comm, request)
+                   : TEMPI_NEXT(MPI_Allgatherv)(s, sc, st, r, rc, rd, rt, comm);
+  };
+  Group g;
+  if (!group_of(comm, g)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
+  auto op = new_op("MPI_Allgatherv", "MPI_Iallgatherv", comm, request);
+  const bool in_place = sbuf == MPI_IN_PLACE;
+  if (!in_place && gpu_data(sbuf))
+    if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
+      return err;
+  if (gpu_data(rbuf)) {
+    std::vector<Block> blocks;
+    if (const int err = varying(g.peers(), rcounts, displs, rtype, false, true, comm, op->call, blocks)) return err;
+    if (in_place && !g.inter) {
+      blocks[size_t(g.rank)].load = true;  // this rank's contribution, read by the library in place
+      blocks[size_t(g.rank)].store = false;
+    }
+    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
+  if (const int err = load(*op)) return err;
+  Wire &sw = op->swire;
+  VArgs r;
+  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
+  if (const int err = wire_varying(op->recv, rcounts, displs, rtype, *op, op->rwire, r)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), r.counts,
+                           r.displs, r.type),
+                  request);
+}
+
+int alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
+             MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
+    return request ? TEMPI_NEXT(MPI_Ialltoall)(s, sc, st, r, rc, rt, comm, request)
+                   : TEMPI_NEXT(MPI_Alltoall)(s, sc, st, r, rc, rt, comm);
+  };
+  Group g;
+  if (!group_of(comm, g)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  auto op = new_op("MPI_Alltoall", "MPI_Ialltoall", comm, request);
+  const bool in_place = sbuf == MPI_IN_PLACE;
+  if (!in_place && gpu_data(sbuf))
+    if (const int err = op->send.plan(mutable_buf(sbuf), uniform(g.peers(), scount, stype, true, false), false, comm,
+                                      op->call))
+      return err;
+  if (gpu_data(rbuf))
+    if (const int err = op->recv.plan(rbuf, uniform(g.peers(), rcount, rtype, in_place, true), false, comm, op->call))
+      return err;
+  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  if (const int err = load(*op)) return err;
+  Wire &sw = op->swire, &rw = op->rwire;
+  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
+  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
+                           rw.unit),
+                  request);
+}
+
+int alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
+              const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, const int *rc,
+                  const int *rd, MPI_Datatype rt) {
+    return request ? TEMPI_NEXT(MPI_Ialltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, request)
+                   : TEMPI_NEXT(MPI_Alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm);
+  };
+  Group g;
+  if (!group_of(comm, g)) return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
+  auto op = new_op("MPI_Alltoallv", "MPI_Ialltoallv", comm, request);
+  const bool in_place = sbuf == MPI_IN_PLACE;
+  std::vector<Block> blocks;
+  if (!in_place && gpu_data(sbuf)) {
+    if (const int err = varying(g.peers(), scounts, sdispls, stype, true, false, comm, op->call, blocks)) return err;
+    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (gpu_data(rbuf)) {
+    if (const int err = varying(g.peers(), rcounts, rdispls, rtype, in_place, true, comm, op->call, blocks))
+      return err;
+    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (!needed(*op)) return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
+  if (const int err = load(*op)) return err;
+  VArgs s, r;
+  if (const int err = wire_varying(op->send, scounts, sdispls, stype, *op, op->swire, s)) return err;
+  if (const int err = wire_varying(op->recv, rcounts, rdispls, rtype, *op, op->rwire, r)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type, op->recv.library_buffer(rbuf),
+                           r.counts, r.displs, r.type),
+                  request);
+}
+
+int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[], void *rbuf,
+              const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
+              MPI_Request *request) {
+  auto next = [&](const void *s, const int *sc, const int *sd, const MPI_Datatype *st, void *r, const int *rc,
+                  const int *rd, const MPI_Datatype *rt) {
+    return request ? TEMPI_NEXT(MPI_Ialltoallw)(s, sc, sd, st, r, rc, rd, rt, comm, request)
+                   : TEMPI_NEXT(MPI_Alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm);
+  };
+  Group g;
+  if (!group_of(comm, g)) return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
+  auto op = new_op("MPI_Alltoallw", "MPI_Ialltoallw", comm, request);
+  const bool in_place = sbuf == MPI_IN_PLACE;
+  std::vector<Block> blocks;
+  if (!in_place && gpu_data(sbuf)) {
+    if (const int err = typed(g.peers(), scounts, sdispls, stypes, true, false, comm, op->call, blocks)) return err;
+    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (gpu_data(rbuf)) {
+    if (const int err = typed(g.peers(), rcounts, rdispls, rtypes, in_place, true, comm, op->call, blocks))
+      return err;
+    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (!needed(*op)) return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
+  if (const int err = load(*op)) return err;
+  WArgs<int> s, r;
+  if (const int err = wire_typed(op->send, scounts, sdispls, stypes, *op, op->swire, op->swire.displs, s)) return err;
+  if (const int err = wire_typed(op->recv, rcounts, rdispls, rtypes, *op, op->rwire, op->rwire.displs, r)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types, op->recv.library_buffer(rbuf),
+                           r.counts, r.displs, r.types),
+                  request);
+}
+
+// ---- neighbourhoods ----------------------------------------------------------------------
+
+namespace {
+
+// Blocks from or to MPI_PROC_NULL (a Cartesian border) are neither sent nor written.
+void skip_null_peers(std::vector<Block> &blocks, const std::vector<int> &peers) {
+  for (size_t i = 0; i < blocks.size() && i < peers.size(); ++i)
+    if (peers[i] == MPI_PROC_NULL) blocks[i].load = blocks[i].store = false;
+}
+
+}  // namespace
+
+int neighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
+                       MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
+    return request ? TEMPI_NEXT(MPI_Ineighbor_allgather)(s, sc, st, r, rc, rt, comm, request)
+                   : TEMPI_NEXT(MPI_Neighbor_allgather)(s, sc, st, r, rc, rt, comm);
+  };
+  std::vector<int> sources, dests;
+  if (!neighbourhood(comm, sources, dests)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  auto op = new_op("MPI_Neighbor_allgather", "MPI_Ineighbor_allgather", comm, request);
+  if (gpu_data(sbuf))
+    if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
+      return err;
+  if (gpu_data(rbuf)) {
+    std::vector<Block> blocks = uniform(int(sources.size()), rcount, rtype, false, true);
+    skip_null_peers(blocks, sources);
+    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  if (const int err = load(*op)) return err;
+  Wire &sw = op->swire, &rw = op->rwire;
+  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
+  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
+                           rw.unit),
+                  request);
+}
+
+int neighbor_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+                        const int displs[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *rd, MPI_Datatype rt) {
+    return request ? TEMPI_NEXT(MPI_Ineighbor_allgatherv)(s, sc, st, r, rc, rd, rt, comm, request)
+                   : TEMPI_NEXT(MPI_Neighbor_allgatherv)(s, sc, st, r, rc, rd, rt, comm);
+  };
+  std::vector<int> sources, dests;
+  if (!neighbourhood(comm, sources, dests)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
+  auto op = new_op("MPI_Neighbor_allgatherv", "MPI_Ineighbor_allgatherv", comm, request);
+  if (gpu_data(sbuf))
+    if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
+      return err;
+  if (gpu_data(rbuf)) {
+    std::vector<Block> blocks;
+    if (const int err = varying(int(sources.size()), rcounts, displs, rtype, false, true, comm, op->call, blocks))
+      return err;
+    skip_null_peers(blocks, sources);
+    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
+  if (const int err = load(*op)) return err;
+  Wire &sw = op->swire;
+  VArgs r;
+  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
+  if (const int err = wire_varying(op->recv, rcounts, displs, rtype, *op, op->rwire, r)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), r.counts,
+                           r.displs, r.type),
+                  request);
+}
+
+int neighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
+                      MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
+    return request ? TEMPI_NEXT(MPI_Ineighbor_alltoall)(s, sc, st, r, rc, rt, comm, request)
+                   : TEMPI_NEXT(MPI_Neighbor_alltoall)(s, sc, st, r, rc, rt, comm);
+  };
+  std::vector<int> sources, dests;
+  if (!neighbourhood(comm, sources, dests)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  auto op = new_op("MPI_Neighbor_alltoall", "MPI_Ineighbor_alltoall", comm, request);
+  if (gpu_data(sbuf)) {
+    std::vector<Block> blocks = uniform(int(dests.size()), scount, stype, true, false);
+    skip_null_peers(blocks, dests);
+    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (gpu_data(rbuf)) {
+    std::vector<Block> blocks = uniform(int(sources.size()), rcount, rtype, false, true);
+    skip_null_peers(blocks, sources);
+    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  if (const int err = load(*op)) return err;
+  Wire &sw = op->swire, &rw = op->rwire;
+  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
+  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
+                           rw.unit),
+                  request);
+}
+
+int neighbor_alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
+                       const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
+                       MPI_Request *request) {
+  auto next = [&](const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, const int *rc,
+                  const int *rd, MPI_Datatype rt) {
+    return request ? TEMPI_NEXT(MPI_Ineighbor_alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, request)
+                   : TEMPI_NEXT(MPI_Neighbor_alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm);
+  };
+  std::vector<int> sources, dests;
+  if (!neighbourhood(comm, sources, dests))
+    return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
+  auto op = new_op("MPI_Neighbor_alltoallv", "MPI_Ineighbor_alltoallv", comm, request);
+  std::vector<Block> blocks;
+  if (gpu_data(sbuf)) {
+    if (const int err = varying(int(dests.size()), scounts, sdispls, stype, true, false, comm, op->call, blocks))
+      return err;
+    skip_null_peers(blocks, dests);
+    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (gpu_data(rbuf)) {
+    if (const int err = varying(int(sources.size()), rcounts, rdispls, rtype, false, true, comm, op->call, blocks))
+      return err;
+    skip_null_peers(blocks, sources);
+    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (!needed(*op)) return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
+  if (const int err = load(*op)) return err;
+  VArgs s, r;
+  if (const int err = wire_varying(op->send, scounts, sdispls, stype, *op, op->swire, s)) return err;
+  if (const int err = wire_varying(op->recv, rcounts, rdispls, rtype, *op, op->rwire, r)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type, op->recv.library_buffer(rbuf),
+                           r.counts, r.displs, r.type),
+                  request);
+}
+
+int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdispls[], const MPI_Datatype stypes[],
+                       void *rbuf, const int rcounts[], const MPI_Aint rdispls[], const MPI_Datatype rtypes[],
+                       MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, const int *sc, const MPI_Aint *sd, const MPI_Datatype *st, void *r, const int *rc,
+                  const MPI_Aint *rd, const MPI_Datatype *rt) {
+    return request ? TEMPI_NEXT(MPI_Ineighbor_alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm, request)
+                   : TEMPI_NEXT(MPI_Neighbor_alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm);
+  };
+  std::vector<int> sources, dests;
+  if (!neighbourhood(comm, sources, dests))
+    return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
+  auto op = new_op("MPI_Neighbor_alltoallw", "MPI_Ineighbor_alltoallw", comm, request);
+  std::vector<Block> blocks;
+  if (gpu_data(sbuf)) {
+    if (const int err = typed(int(dests.size()), scounts, sdispls, stypes, true, false, comm, op->call, blocks))
+      return err;
+    skip_null_peers(blocks, dests);
+    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (gpu_data(rbuf)) {
+    if (const int err = typed(int(sources.size()), rcounts, rdispls, rtypes, false, true, comm, op->call, blocks))
+      return err;
+    skip_null_peers(blocks, sources);
+    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  }
+  if (!needed(*op)) return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
+  if (const int err = load(*op)) return err;
+  // MPICH before 4.1 reads the count arrays of MPI_Neighbor_alltoallw with the other
+  // direction's degree (pmodels/mpich#6233): TEMPI's arrays hold max(indegree, outdegree).
+  const size_t room = std::max(sources.size(), dests.size());
+  WArgs<MPI_Aint> s, r;
+  if (const int err = wire_typed(op->send, scounts, sdispls, stypes, *op, op->swire, op->swire.adispls, s, room))
+    return err;
+  if (const int err = wire_typed(op->recv, rcounts, rdispls, rtypes, *op, op->rwire, op->rwire.adispls, r, room))
+    return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types, op->recv.library_buffer(rbuf),
+                           r.counts, r.displs, r.types),
+                  request);
+}
+
+// ---- reductions --------------------------------------------------------------------------
+
+int reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_op, int root, MPI_Comm comm,
+           MPI_Request *request) {
+  auto next = [&](const void *s, void *r) {
+    return request ? TEMPI_NEXT(MPI_Ireduce)(s, r, count, type, mpi_op, root, comm, request)
+                   : TEMPI_NEXT(MPI_Reduce)(s, r, count, type, mpi_op, root, comm);
+  };
+  Group g;
+  Role role;
+  if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None) return next(sbuf, rbuf);
+  auto op = new_op("MPI_Reduce", "MPI_Ireduce", comm, request);
+  const bool sends = g.inter ? role == Role::Leaf : !(role == Role::Root && sbuf == MPI_IN_PLACE);
+  if (sends)
+    if (const int err = plan_typed(op->send, sbuf, count, type, false, *op)) return err;
+  if (role == Role::Root)
+    if (const int err = plan_typed(op->recv, rbuf, count, type, true, *op)) return err;
+  if (!needed(*op)) return next(sbuf, rbuf);
+  if (const int err = load(*op)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), request);
+}
+
+int allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
+              MPI_Request *request) {
+  auto next = [&](const void *s, void *r) {
+    return request ? TEMPI_NEXT(MPI_Iallreduce)(s, r, count, type, mpi_op, comm, request)
+                   : TEMPI_NEXT(MPI_Allreduce)(s, r, count, type, mpi_op, comm);
+  };
+  auto op = new_op("MPI_Allreduce", "MPI_Iallreduce", comm, request);
+  if (const int err = plan_typed(op->send, sbuf, count, type, false, *op)) return err;
+  if (const int err = plan_typed(op->recv, rbuf, count, type, true, *op)) return err;
+  if (!needed(*op)) return next(sbuf, rbuf);
+  if (const int err = load(*op)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), request);
+}
+
+int reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op mpi_op,
+                   MPI_Comm comm, MPI_Request *request) {
+  auto next = [&](const void *s, void *r) {
+    return request ? TEMPI_NEXT(MPI_Ireduce_scatter)(s, r, rcounts, type, mpi_op, comm, request)
+                   : TEMPI_NEXT(MPI_Reduce_scatter)(s, r, rcounts, type, mpi_op, comm);
+  };
+  Group g;
+  if (!group_of(comm, g) || (!gpu_data(sbuf) && !gpu_data(rbuf))) return next(sbuf, rbuf);
+  auto op = new_op("MPI_Reduce_scatter", "MPI_Ireduce_scatter", comm, request);
+  if (!rcounts) return null_array(comm, op->call, "recvcounts");
+  int64_t total = 0;  // the input vector: every process's share (of the local group)
+  for (int i = 0; i < g.size; ++i) {
+    if (rcounts[i] < 0) return raise_error(comm, MPI_ERR_COUNT, "%s: negative count %d", op->call, rcounts[i]);
+    total += rcounts[i];
+  }
+  if (total > INT_MAX)
+    return raise_error(comm, MPI_ERR_COUNT, "%s: %lld elements in all cannot be staged", op->call, (long long)total);
+  const bool in_place = sbuf == MPI_IN_PLACE;
+  if (const int err = plan_typed(op->send, sbuf, int(total), type, false, *op)) return err;
+  if (const int err = plan_typed(op->recv, rbuf, in_place ? int(total) : rcounts[g.rank], type, true, *op)) return err;
+  if (!needed(*op)) return next(sbuf, rbuf);
+  if (const int err = load(*op)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), request);
+}
+
+int reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
+                         MPI_Request *request) {
+  auto next = [&](const void *s, void *r) {
+    return request ? TEMPI_NEXT(MPI_Ireduce_scatter_block)(s, r, rcount, type, mpi_op, comm, request)
+                   : TEMPI_NEXT(MPI_Reduce_scatter_block)(s, r, rcount, type, mpi_op, comm);
+  };
+  Group g;
+  if (!group_of(comm, g) || (!gpu_data(sbuf) && !gpu_data(rbuf))) return next(sbuf, rbuf);
+  auto op = new_op("MPI_Reduce_scatter_block", "MPI_Ireduce_scatter_block", comm, request);
+  if (rcount < 0) return raise_error(comm, MPI_ERR_COUNT, "%s: negative count %d", op->call, rcount);
+  const int64_t total = int64_t(rcount) * g.size;
+  if (total > INT_MAX)
+    return raise_error(comm, MPI_ERR_COUNT, "%s: %lld elements in all cannot be staged", op->call, (long long)total);
+  const bool in_place = sbuf == MPI_IN_PLACE;
+  if (const int err = plan_typed(op->send, sbuf, int(total), type, false, *op)) return err;
+  if (const int err = plan_typed(op->recv, rbuf, in_place ? int(total) : rcount, type, true, *op)) return err;
+  if (!needed(*op)) return next(sbuf, rbuf);
+  if (const int err = load(*op)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), request);
+}
+
+int scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
+         MPI_Request *request) {
+  auto next = [&](const void *s, void *r) {
+    return request ? TEMPI_NEXT(MPI_Iscan)(s, r, count, type, mpi_op, comm, request)
+                   : TEMPI_NEXT(MPI_Scan)(s, r, count, type, mpi_op, comm);
+  };
+  auto op = new_op("MPI_Scan", "MPI_Iscan", comm, request);
+  if (const int err = plan_typed(op->send, sbuf, count, type, false, *op)) return err;
+  if (const int err = plan_typed(op->recv, rbuf, count, type, true, *op)) return err;
+  if (!needed(*op)) return next(sbuf, rbuf);
+  if (const int err = load(*op)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), request);
+}
+
+int exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
+           MPI_Request *request) {
+  auto next = [&](const void *s, void *r) {
+    return request ? TEMPI_NEXT(MPI_Iexscan)(s, r, count, type, mpi_op, comm, request)
+                   : TEMPI_NEXT(MPI_Exscan)(s, r, count, type, mpi_op, comm);
+  };
+  auto op = new_op("MPI_Exscan", "MPI_Iexscan", comm, request);
+  if (const int err = plan_typed(op->send, sbuf, count, type, false, *op)) return err;
+  if (const int err = plan_typed(op->recv, rbuf, count, type, true, *op)) return err;
+  if (!needed(*op)) return next(sbuf, rbuf);
+  if (const int err = load(*op)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), request);
+}
+
+int reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype type, MPI_Op mpi_op) {
+  auto op = new_op("MPI_Reduce_local", "MPI_Reduce_local", MPI_COMM_SELF, nullptr);
+  if (const int err = plan_typed(op->send, inbuf, count, type, false, *op)) return err;
+  if (const int err = plan_typed(op->recv, inoutbuf, count, type, true, *op)) return err;
+  if (!needed(*op)) return TEMPI_NEXT(MPI_Reduce_local)(inbuf, inoutbuf, count, type, mpi_op);
+  if (const int err = load(*op)) return err;
+  const int err = TEMPI_NEXT(MPI_Reduce_local)(op->send.library_buffer(inbuf), op->recv.library_buffer(inoutbuf),
+                                               count, type, mpi_op);
+  return conclude(op, err, nullptr);
+}
+
+}  // namespace coll
+
+}  // namespace tempi

@@ -1,0 +1,183 @@
+// Collectives on GPU buffers (DESIGN.md, "Collectives"). One application collective
+// stays one collective of the MPI library on the application's communicator:
+//
+//   1. each buffer argument of this rank that holds GPU data becomes a Side: its blocks
+//      (one per peer) are packed into one staging buffer, all of them in one
+//      Backend::pack_async batch and one wait;
+//   2. the library runs the same collective on the packed bytes (MPI_BYTE counts and
+//      displacements in bytes; MPI_BYTE types for the w-variants);
+//   3. the blocks of the receive side are unpacked in one batch (one unpack_async, one wait).
+//
+// The decision is per buffer and per rank: a rank whose buffer is host memory passes its
+// own arguments, and the packed bytes match any user type of the same signature, so ranks
+// may mix GPU and host buffers and send and receive types may differ. MPI_IN_PLACE stays
+// MPI_IN_PLACE (MPI requires it at all ranks for some calls, and a library may choose its
+// algorithm by it). Where the library must see typed data (reductions), or TEMPI cannot
+// plan a type, a library that is not CUDA-aware gets a host copy of the buffer's whole
+// region instead (`Region`), so no GPU pointer reaches it; a CUDA-aware library gets the
+// application's buffer as it is.
+//
+// Nonblocking collectives pack at the call, start the library's nonblocking collective on
+// the packed bytes and record a CollectiveOp in the request table: the completion call
+// that completes the request unpacks the receive blocks (wrap_completion.cpp), and the
+// op keeps staging, wire arrays and wire types alive until then.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <vector>
+
+#include "backend.hpp"
+#include "messages.hpp"
+#include "type_cache.hpp"
+
+namespace tempi {
+
+// One typed block of a buffer argument: `count` elements of `type` at `disp` bytes from
+// the buffer's address.
+struct Block {
+  int64_t disp = 0;
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  bool load = false;   // the library reads it: packed (or copied) before the call
+  bool store = false;  // the library writes it: unpacked (or copied back) after the call
+};
+
+// How one buffer argument of this rank reaches the MPI library.
+class Side {
+ public:
+  enum class Mode {
+    User,    // the application's buffer and arguments (host memory, not significant, CUDA-aware library)
+    Pack,    // packed bytes in staging; block i at offset(i), bytes(i) long
+    Region,  // a host copy of the bytes the blocks span; the library gets the user's types
+  };
+
+  // Decides for `buf` (GPU data) and takes staging. `typed_only`: the library must see
+  // typed data (reductions), so no packing. Returns an MPI error code (raised on `comm`).
+  int plan(void *buf, std::vector<Block> blocks, bool typed_only, MPI_Comm comm, const char *call);
+
+  Mode mode() const { return mode_; }
+  bool used() const { return mode_ != Mode::User; }
+  // What the library gets as the buffer.
+  void *library_buffer(void *user) const { return mode_ == Mode::User ? user : lib_; }
+  const void *library_buffer(const void *user) const { return mode_ == Mode::User ? user : lib_; }
+  size_t blocks() const { return blocks_.size(); }
+  int64_t bytes(size_t i) const { return bytes_[i]; }
+  int64_t offset(size_t i) const { return offsets_[i]; }
+
+  // Before the call: packs the blocks marked `load` (one batch), or copies the region in.
+  int load(MPI_Comm comm, const char *call);
+  // After the call: the unpack jobs of the blocks marked `store` (Pack), or the copy back
+  // of the region. `region_back` copies now; unpack_jobs only lists.
+  void unpack_jobs(std::vector<MoveJob> &jobs);
+  int device() const { return device_; }
+  bool stores() const { return stores_; }
+  int region_back(MPI_Comm comm, const char *call);
+
+ private:
+  Mode mode_ = Mode::User;
+  void *user_ = nullptr;
+  void *lib_ = nullptr;
+  int device_ = -1;
+  bool stores_ = false;
+  std::vector<Block> blocks_;
+  std::vector<std::shared_ptr<const TypeInfo>> infos_;  // keep device-side plan data alive
+  std::vector<Plan> plans_;
+  std::vector<char *> typed_;  // per block: where its plan starts (its address, or its first byte)
+  std::vector<int64_t> offsets_, bytes_;
+  Transfer transfer_{Method::OneShot, 0};
+  int64_t lo_ = 0, span_ = 0;  // Region: bytes [lo, lo + span) around the buffer
+  Scratch staging_;
+};
+
+// The counts, displacements and types the library gets for one side: the user's for
+// User and Region sides, bytes for Pack sides (in a unit of several bytes only where an
+// int cannot hold them). Kept with the op: a nonblocking collective reads them until it completes.
+struct Wire {
+  int count = 0;                      // uniform blocks
+  MPI_Datatype unit = MPI_BYTE;
+  std::vector<int> counts, displs;    // per block
+  std::vector<MPI_Aint> adispls;      // per block, MPI_Aint byte displacements
+  std::vector<MPI_Datatype> types;    // per block
+  OwnedType owned;                    // a unit TEMPI made
+};
+
+// Everything one collective call needs around the library call.
+struct CollectiveOp {
+  const char *call = "";
+  MPI_Comm comm = MPI_COMM_NULL;
+  Side send, recv;
+  Wire swire, rwire;
+  bool finished = false;  // the receive side is in place (finish ran)
+};
+
+// After the library completed `op` with error `err`: the receive side's data into the
+// application's buffer (nothing when err is an error). Runs once.
+int finish_collective(CollectiveOp &op, int err);
+
+// finish_collective for ops that completed together: unpacks issued together, one wait per GPU.
+struct CollectiveFinishing {
+  CollectiveOp *op;
+  int err;
+  int result = MPI_SUCCESS;
+};
+int finish_collectives(std::vector<CollectiveFinishing> &batch);
+
+// Whether a buffer argument holds GPU data (device or managed memory; never MPI_IN_PLACE).
+bool gpu_data(const void *buf);
+
+// The handlers. `request` null: the blocking call; else the nonblocking one, whose
+// request is tracked for completion. Each runs the library's call exactly once.
+namespace coll {
+
+int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *request);
+int gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
+           MPI_Comm comm, MPI_Request *request);
+int gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
+            MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *request);
+int scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
+            MPI_Comm comm, MPI_Request *request);
+int scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void *rbuf, int rcount,
+             MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *request);
+int allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
+              MPI_Comm comm, MPI_Request *request);
+int allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
+               MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request);
+int alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
+             MPI_Comm comm, MPI_Request *request);
+int alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
+              const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request);
+int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[], void *rbuf,
+              const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
+              MPI_Request *request);
+int neighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
+                       MPI_Comm comm, MPI_Request *request);
+int neighbor_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+                        const int displs[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request);
+int neighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
+                      MPI_Comm comm, MPI_Request *request);
+int neighbor_alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
+                       const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
+                       MPI_Request *request);
+int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdispls[], const MPI_Datatype stypes[],
+                       void *rbuf, const int rcounts[], const MPI_Aint rdispls[], const MPI_Datatype rtypes[],
+                       MPI_Comm comm, MPI_Request *request);
+
+// Reductions: staged through host copies where the library is not CUDA-aware.
+int reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
+           MPI_Request *request);
+int allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+              MPI_Request *request);
+int reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                   MPI_Request *request);
+int reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                         MPI_Request *request);
+int scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *request);
+int exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+           MPI_Request *request);
+int reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype type, MPI_Op op);
+
+}  // namespace coll
+
+}  // namespace tempi

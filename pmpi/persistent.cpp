@@ -1,0 +1,153 @@
+#include "persistent.hpp"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "engine.hpp"
+#include "errors.hpp"
+#include "forward.hpp"
+#include "local_work.hpp"
+#include "requests.hpp"
+#include "runtime.hpp"
+
+namespace tempi {
+
+int persistent_send_init(SendInitFn next, const char *call, const void *buf, int count, MPI_Datatype type, int dest,
+                         int tag, MPI_Comm comm, MPI_Request *request) {
+  if (!active()) return next(buf, count, type, dest, tag, comm, request);
+  auto op = std::make_shared<PersistentOp>();
+  Outgoing out;
+  if (const int err = plan_send(buf, count, type, dest, comm, call, op->plan, out)) return err;
+  if (op->plan.kind == SendPlan::Kind::PassThrough) return next(buf, count, type, dest, tag, comm, request);
+  if (const int err = next(out.buf, out.count, out.type, dest, tag, comm, request)) return err;
+  op->is_send = true;
+  op->call = call;
+  op->comm = comm;
+  op->peer = dest;
+  op->typed = buf;
+  op->device = gpu_backend().device_of(buf);
+  auto p = std::make_unique<Pending>();
+  p->out = std::move(out);
+  p->persistent = std::move(op);
+  requests().add(*request, std::move(p));
+  return MPI_SUCCESS;
+}
+
+int persistent_recv_init(RecvInitFn next, const char *call, void *buf, int count, MPI_Datatype type, int source,
+                         int tag, MPI_Comm comm, MPI_Request *request) {
+  if (!active()) return next(buf, count, type, source, tag, comm, request);
+  Incoming in;
+  if (const int err = prepare_recv(buf, count, type, source, comm, call, in)) return err;
+  if (in.after == Incoming::After::Nothing) return next(buf, count, type, source, tag, comm, request);
+  if (const int err = next(in.buf, in.count, in.type, source, tag, comm, request)) return err;
+  in.finished = true;  // nothing to unpack before the first start
+  auto op = std::make_shared<PersistentOp>();
+  op->call = call;
+  op->comm = comm;
+  op->peer = source;
+  auto p = std::make_unique<Pending>();
+  p->in = std::move(in);
+  p->persistent = std::move(op);
+  requests().add(*request, std::move(p));
+  return MPI_SUCCESS;
+}
+
+namespace {
+
+struct Starting {
+  MPI_Request handle;
+  std::unique_ptr<Pending> pending;
+};
+
+// Everything the library's start needs in place: sends packed (one batch per GPU where
+// several pack), receives of types TEMPI cannot plan given their region's current bytes.
+int prepare(std::vector<Starting> &ours) {
+  Backend &b = gpu_backend();
+  settle_other_threads();
+  struct OnGpu {
+    int device;
+    std::vector<MoveJob> jobs;
+    std::vector<PersistentOp *> owners;
+  };
+  std::vector<OnGpu> gpus;
+  std::vector<Starting *> packs;
+  for (Starting &s : ours) {
+    Pending &p = *s.pending;
+    if (!p.persistent) continue;
+    PersistentOp &op = *p.persistent;
+    if (!op.is_send) {
+      p.in.finished = false;
+      if (p.in.after == Incoming::After::CopyBack) {
+        const OnDeviceOf on_its_gpu(p.in.user);
+        const Status st = b.copy(p.in.staging.ptr, static_cast<char *>(p.in.user) + p.in.region_lo,
+                                 size_t(p.in.region_bytes));
+        if (st != Status::Ok)
+          return raise_error(op.comm, MPI_ERR_INTERN, "%s: copying GPU data to the host failed: %s", op.call,
+                             to_string(st));
+      }
+      continue;
+    }
+    // MPI's order: earlier deferred sends to this destination go first.
+    engine().before_send(op.comm, op.peer);
+    if (op.plan.kind == SendPlan::Kind::Pack) packs.push_back(&s);
+    else if (const int err = fill_staging(op.typed, op.plan, p.out, op.comm, op.call)) return err;
+  }
+  if (packs.size() == 1) {  // alone: the synchronous path (pitched copies for small objects)
+    Pending &p = *packs[0]->pending;
+    return fill_staging(p.persistent->typed, p.persistent->plan, p.out, p.persistent->comm, p.persistent->call);
+  }
+  for (Starting *s : packs) {
+    PersistentOp &op = *s->pending->persistent;
+    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const OnGpu &o) { return o.device == op.device; });
+    if (g == gpus.end()) g = gpus.insert(gpus.end(), OnGpu{op.device, {}, {}});
+    g->jobs.push_back({&op.plan.plan, const_cast<void *>(op.typed), s->pending->out.staging.ptr,
+                       op.plan.plan.packed_size(), op.plan.transfer});
+    g->owners.push_back(&op);
+  }
+  std::vector<Fence> fences(gpus.size());
+  std::vector<Status> status(gpus.size(), Status::Ok);
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const int previous = gpus[i].device >= 0 ? b.use_device(gpus[i].device) : -1;
+    status[i] = b.pack_async(gpus[i].jobs, fences[i]);
+    if (previous >= 0) b.use_device(previous);
+  }
+  int first = MPI_SUCCESS;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const int previous = gpus[i].device >= 0 ? b.use_device(gpus[i].device) : -1;
+    const Status waited = b.wait(fences[i]);
+    if (status[i] == Status::Ok) status[i] = waited;
+    if (previous >= 0) b.use_device(previous);
+    if (status[i] != Status::Ok && first == MPI_SUCCESS) {
+      const PersistentOp &op = *gpus[i].owners.front();
+      first = raise_error(op.comm, MPI_ERR_INTERN, "%s: packing GPU data (%s method) failed: %s", op.call,
+                          to_string(op.plan.transfer.method), to_string(status[i]));
+    }
+  }
+  return first;
+}
+
+}  // namespace
+
+int persistent_start(int count, MPI_Request reqs[], bool all) {
+  auto next = [&] { return all ? TEMPI_NEXT(MPI_Startall)(count, reqs) : TEMPI_NEXT(MPI_Start)(reqs); };
+  if (!active()) return next();
+  engine().poll();
+  std::vector<Starting> ours;
+  if (!requests().empty() && count > 0 && reqs)
+    for (int i = 0; i < count; ++i)
+      if (std::unique_ptr<Pending> p = requests().take(reqs[i])) ours.push_back({reqs[i], std::move(p)});
+  // A request TEMPI does not track may be a send to a destination with a queued GPU send
+  // (MPI's order): with sends queued, they are posted first.
+  if (ours.size() < size_t(std::max(count, 0))) flush_sends();
+  if (ours.empty()) return next();
+  int err = prepare(ours);
+  if (err == MPI_SUCCESS) err = next();
+  for (Starting &s : ours) {
+    if (err == MPI_SUCCESS && s.pending->persistent) s.pending->persistent->active = true;
+    requests().add(s.handle, std::move(s.pending));
+  }
+  return err;
+}
+
+}  // namespace tempi

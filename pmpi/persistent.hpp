@@ -1,0 +1,48 @@
+// Persistent point-to-point requests on GPU buffers (MPI_Send_init, MPI_Ssend_init,
+// MPI_Bsend_init, MPI_Rsend_init, MPI_Recv_init; MPI_Start, MPI_Startall).
+//
+// At init TEMPI decides once what every start does: plan, method and staging (plan_send /
+// prepare_recv, as for MPI_Send and MPI_Recv), and creates the MPI library's own persistent
+// request on the staging (PMPI_Send_init(staging, bytes, MPI_PACKED, ...) or
+// PMPI_Recv_init). That request is the handle the application gets; the request table
+// tracks it with a PersistentOp until MPI_Request_free, across any number of starts.
+//   start of a send     packs the buffer's current contents into the staging (the sends of
+//                       one MPI_Startall in one Backend::pack_async batch), then PMPI_Start;
+//   start of a receive  PMPI_Start (a type TEMPI cannot plan copies its region in first);
+//   completion          a receive is unpacked by the completion call that reports it
+//                       complete (with the other receives of the call, in one batch); the
+//                       handle stays, inactive (wrap_completion.cpp);
+//   MPI_Request_free    of an inactive request frees the library's request and the entry;
+//                       of an active one, TEMPI finishes it at a later completion call.
+// Host buffers, MPI_PROC_NULL and empty messages pass the user's arguments through.
+#pragma once
+
+#include <mpi.h>
+
+#include "messages.hpp"
+
+namespace tempi {
+
+struct PersistentOp {
+  bool is_send = false;
+  bool active = false;  // started and not yet reported complete
+  const char *call = "";
+  MPI_Comm comm = MPI_COMM_NULL;
+  int peer = MPI_PROC_NULL;
+  // A send: how each start fills the staging (Pending::out) from `typed`.
+  SendPlan plan;
+  const void *typed = nullptr;
+  int device = -1;
+};
+
+using SendInitFn = int (*)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+using RecvInitFn = int (*)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+
+int persistent_send_init(SendInitFn next, const char *call, const void *buf, int count, MPI_Datatype type, int dest,
+                         int tag, MPI_Comm comm, MPI_Request *request);
+int persistent_recv_init(RecvInitFn next, const char *call, void *buf, int count, MPI_Datatype type, int source,
+                         int tag, MPI_Comm comm, MPI_Request *request);
+// MPI_Start (all = false, count 1) and MPI_Startall.
+int persistent_start(int count, MPI_Request requests[], bool all);
+
+}  // namespace tempi

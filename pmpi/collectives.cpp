@@ -94,7 +94,7 @@ int Side::plan(void *buf, std::vector<Block> blocks, bool typed_only, MPI_Comm c
     stores_ = stores_ || b.store;
   }
   settle_other_threads();
-  const bool aware = mpi_is_cuda_aware();
+  const bool aware = library_reads_gpu_ && !typed_only;
   const size_t n = blocks_.size();
   bool plannable = !typed_only, contiguous = true;
   int64_t total = 0;
@@ -517,6 +517,13 @@ std::shared_ptr<CollectiveOp> new_op(const char *blocking, const char *nonblocki
   auto op = std::make_shared<CollectiveOp>();
   op->call = request ? nonblocking : blocking;
   op->comm = comm;
+  // Only blocking collectives get GPU memory, even from a CUDA-aware library: Open MPI
+  // 4.1's nonblocking collectives (libnbc) return wrong bytes for device buffers (measured
+  // on an H100, 2026-11-23), and MPI offers no query for which calls a library's
+  // CUDA-awareness covers. Nonblocking ones are packed (or copied) through host memory.
+  const bool gpu_ok = mpi_is_cuda_aware() && !request;
+  op->send.library_reads_gpu(gpu_ok);
+  op->recv.library_reads_gpu(gpu_ok);
   return op;
 }
 

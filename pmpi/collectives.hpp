@@ -13,9 +13,12 @@
 // may mix GPU and host buffers and send and receive types may differ. MPI_IN_PLACE stays
 // MPI_IN_PLACE (MPI requires it at all ranks for some calls, and a library may choose its
 // algorithm by it). Where the library must see typed data (reductions), or TEMPI cannot
-// plan a type, a library that is not CUDA-aware gets a host copy of the buffer's whole
-// region instead (`Region`), so no GPU pointer reaches it; a CUDA-aware library gets the
-// application's buffer as it is.
+// plan a type, the library gets a host copy of the buffer's whole region instead
+// (`Region`), so no GPU pointer reaches it — except that a blocking non-reduction
+// collective on a CUDA-aware library gets the application's buffer as it is. Reductions
+// and nonblocking collectives never get GPU memory: Open MPI 4.1's CUDA-aware build crashes
+// in nonblocking reductions and MPI_Reduce_local and returns wrong bytes from nonblocking
+// collectives on device buffers.
 //
 // Nonblocking collectives pack at the call, start the library's nonblocking collective on
 // the packed bytes and record a CollectiveOp in the request table: the completion call
@@ -56,6 +59,9 @@ class Side {
   // Decides for `buf` (GPU data) and takes staging. `typed_only`: the library must see
   // typed data (reductions), so no packing. Returns an MPI error code (raised on `comm`).
   int plan(void *buf, std::vector<Block> blocks, bool typed_only, MPI_Comm comm, const char *call);
+  // Whether the library may be handed GPU memory for this call (a CUDA-aware library, a
+  // blocking call). Set before plan(); reductions (typed_only) never hand it GPU memory.
+  void library_reads_gpu(bool yes) { library_reads_gpu_ = yes; }
 
   Mode mode() const { return mode_; }
   bool used() const { return mode_ != Mode::User; }
@@ -76,6 +82,7 @@ class Side {
   int region_back(MPI_Comm comm, const char *call);
 
  private:
+  bool library_reads_gpu_ = false;
   Mode mode_ = Mode::User;
   void *user_ = nullptr;
   void *lib_ = nullptr;
@@ -164,7 +171,7 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
                        void *rbuf, const int rcounts[], const MPI_Aint rdispls[], const MPI_Datatype rtypes[],
                        MPI_Comm comm, MPI_Request *request);
 
-// Reductions: staged through host copies where the library is not CUDA-aware.
+// Reductions: staged through host copies, on every library (see above).
 int reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
            MPI_Request *request);
 int allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,

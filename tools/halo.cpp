@@ -14,6 +14,12 @@
 //                   is no GPU
 //   host-copy       what an application does on a library that is not CUDA-aware: copy
 //                   the whole grid to the host, exchange there with PMPI_, copy it back
+//   neighbor        the same exchange as one MPI_Neighbor_alltoallw on a distributed
+//                   graph of the 26 sides (counts 1, displacements 0, the subarray types)
+//   neighbor-library  that call as PMPI_Neighbor_alltoallw (TEMPI bypassed); only where
+//                   the MPI library is CUDA-aware or there is no GPU
+//   persistent      the 52 calls made once as MPI_Recv_init/MPI_Send_init; each exchange
+//                   is MPI_Startall + MPI_Waitall
 //
 //   mpiexec -n P tempi_halo [--n 32] [--radius 2] [--type float] [--iters 30] ...
 //   (--help lists every option)
@@ -57,7 +63,8 @@ ElemInfo elem_info(Elem e) {
   return {Elem::Float, "float", MPI_FLOAT, 4};
 }
 
-const char *const kVariantNames[] = {"tempi", "library-alone", "host-copy"};
+const char *const kVariantNames[] = {"tempi", "library-alone", "host-copy", "neighbor", "neighbor-library",
+                                     "persistent"};
 
 struct Options {
   int n = 32;
@@ -65,7 +72,7 @@ struct Options {
   Elem elem = Elem::Float;
   int iters = 30, warmup = 5, baseline_iters = 5;
   int dims[3] = {0, 0, 0};
-  std::vector<std::string> variants = {"tempi", "library-alone", "host-copy"};
+  std::vector<std::string> variants = {std::begin(kVariantNames), std::end(kVariantNames)};
   std::string csv;
   bool help = false, check = false, require_gpu = false;
 };
@@ -80,8 +87,10 @@ void usage(std::FILE *f) {
                "  --dims A,B,C        process grid (z,y,x); 0 entries are chosen by MPI_Dims_create\n"
                "  --iters K           timed exchanges per variant (default 30)\n"
                "  --warmup W          untimed exchanges before them (default 5)\n"
-               "  --baseline-iters K  cap on warm-up and timed exchanges of library-alone (default 5)\n"
-               "  --variants LIST     comma-separated subset of tempi,library-alone,host-copy (default all)\n"
+               "  --baseline-iters K  cap on warm-up and timed exchanges of the library-alone\n"
+               "                      variants (default 5)\n"
+               "  --variants LIST     comma-separated subset of tempi,library-alone,host-copy,neighbor,\n"
+               "                      neighbor-library,persistent (default all)\n"
                "  --csv FILE          append one row per measured variant (header when the file is new)\n"
                "  --check             quick mode for tests: --warmup 1 --iters 2 --baseline-iters 1\n"
                "  --require-gpu       print SKIP and exit 77 when no usable GPU is present\n"
@@ -152,7 +161,8 @@ std::string parse(int argc, char **argv, Options &o) {
       o.variants = split(v ? v : "");
       for (const auto &name : o.variants)
         if (std::find(std::begin(kVariantNames), std::end(kVariantNames), name) == std::end(kVariantNames))
-          return "unknown variant '" + name + "' (tempi, library-alone, host-copy)";
+          return "unknown variant '" + name +
+                 "' (tempi, library-alone, host-copy, neighbor, neighbor-library, persistent)";
     } else if (a == "--csv") {
       const char *v = value();
       if (!v) return "--csv needs a file name";
@@ -183,6 +193,14 @@ struct Neighbour {
 
 struct Halo {
   MPI_Comm cart = MPI_COMM_NULL;
+  // The same 26 sides as a distributed graph, for MPI_Neighbor_alltoallw: destinations in
+  // direction order, sources ordered by the direction their sender sends in (recv_tag), so
+  // that where one rank is several neighbours (few ranks, periodic) the k-th block it sends
+  // to this rank lands in the k-th block this rank receives from it, as with the tags.
+  MPI_Comm graph = MPI_COMM_NULL;
+  std::vector<MPI_Datatype> graph_send_types, graph_recv_types;
+  std::vector<int> graph_counts;      // all 1
+  std::vector<MPI_Aint> graph_displs;  // all 0
   int rank = 0, size = 1;
   int dims[3] = {0, 0, 0}, coords[3] = {0, 0, 0};
   int n = 0, r = 0, full = 0;  // full = n + 2r
@@ -227,6 +245,23 @@ void setup_halo(Halo &h) {
         h.bytes_sent += bytes;
         h.neighbours.push_back(nb);
       }
+  std::vector<Neighbour> by_sender_direction = h.neighbours;
+  std::stable_sort(by_sender_direction.begin(), by_sender_direction.end(),
+                   [](const Neighbour &a, const Neighbour &b) { return a.recv_tag < b.recv_tag; });
+  std::vector<int> sources, destinations;
+  for (const auto &nb : h.neighbours) {
+    destinations.push_back(nb.rank);
+    h.graph_send_types.push_back(nb.send_type);
+  }
+  for (const auto &nb : by_sender_direction) {
+    sources.push_back(nb.rank);
+    h.graph_recv_types.push_back(nb.recv_type);
+  }
+  h.graph_counts.assign(h.neighbours.size(), 1);
+  h.graph_displs.assign(h.neighbours.size(), 0);
+  MPI_Dist_graph_create_adjacent(h.cart, int(sources.size()), sources.data(), MPI_UNWEIGHTED,
+                                 int(destinations.size()), destinations.data(), MPI_UNWEIGHTED, MPI_INFO_NULL, 0,
+                                 &h.graph);
 }
 
 void free_halo(Halo &h) {
@@ -235,6 +270,7 @@ void free_halo(Halo &h) {
     MPI_Type_free(&nb.recv_type);
   }
   h.neighbours.clear();
+  if (h.graph != MPI_COMM_NULL) MPI_Comm_free(&h.graph);
 }
 
 // One exchange: every receive posted, every send posted, one completion call. The
@@ -367,6 +403,7 @@ struct Grid {
   void *data = nullptr;                  // device memory, or host_storage.data()
   std::vector<unsigned char> host_storage;  // the grid itself without a GPU
   std::vector<unsigned char> staging;       // the host-copy variant's host grid
+  std::vector<MPI_Request> persistent;      // the persistent variant's 52 requests, made at first use
 
   bool upload(const std::vector<unsigned char> &src) {
     if (!on_gpu) {
@@ -419,12 +456,49 @@ bool exchange_host_copy(const Halo &h, Grid &g) {
   return ok;
 }
 
-// Further variants (MPI_Neighbor_alltoallw on a graph of the 26 sides, persistent
-// requests) go here as one more function and one more row.
+using NeighborFn = int (*)(const void *, const int[], const MPI_Aint[], const MPI_Datatype[], void *, const int[],
+                           const MPI_Aint[], const MPI_Datatype[], MPI_Comm);
+void neighbor_exchange(const Halo &h, void *grid, NeighborFn alltoallw) {
+  const double t0 = MPI_Wtime();
+  alltoallw(grid, h.graph_counts.data(), h.graph_displs.data(), h.graph_send_types.data(), grid,
+            h.graph_counts.data(), h.graph_displs.data(), h.graph_recv_types.data(), h.graph);
+  g_parts = {1e6 * (MPI_Wtime() - t0), 0};
+}
+bool exchange_neighbor(const Halo &h, Grid &g) {
+  neighbor_exchange(h, g.data, MPI_Neighbor_alltoallw);
+  return true;
+}
+bool exchange_neighbor_library(const Halo &h, Grid &g) {
+  neighbor_exchange(h, g.data, PMPI_Neighbor_alltoallw);
+  return true;
+}
+
+bool exchange_persistent(const Halo &h, Grid &g) {
+  if (g.persistent.empty()) {
+    for (const auto &nb : h.neighbours) {
+      g.persistent.push_back(MPI_REQUEST_NULL);
+      MPI_Recv_init(g.data, 1, nb.recv_type, nb.rank, nb.recv_tag, h.cart, &g.persistent.back());
+    }
+    for (const auto &nb : h.neighbours) {
+      g.persistent.push_back(MPI_REQUEST_NULL);
+      MPI_Send_init(g.data, 1, nb.send_type, nb.rank, nb.send_tag, h.cart, &g.persistent.back());
+    }
+  }
+  const double t0 = MPI_Wtime();
+  MPI_Startall(int(g.persistent.size()), g.persistent.data());
+  const double t1 = MPI_Wtime();
+  MPI_Waitall(int(g.persistent.size()), g.persistent.data(), MPI_STATUSES_IGNORE);
+  g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
+  return true;
+}
+
 const Variant kVariants[] = {
     {"tempi", false, always, exchange_tempi},
     {"library-alone", true, library_unavailable, exchange_library_alone},
     {"host-copy", false, host_copy_unavailable, exchange_host_copy},
+    {"neighbor", false, always, exchange_neighbor},
+    {"neighbor-library", true, library_unavailable, exchange_neighbor_library},
+    {"persistent", false, always, exchange_persistent},
 };
 
 struct Result {
@@ -539,7 +613,8 @@ void print_header(const Halo &h, const Grid &g, const Options &o) {
               g.on_gpu ? ("GPU memory: " + gpu.device_name()).c_str() : "host memory (no GPU)");
   std::printf("  MPI library      %s\n", first_line(version).c_str());
   std::printf("  CUDA-aware       %s\n", tempi::mpi_is_cuda_aware() ? "yes" : "no");
-  std::printf("  iterations       %d warm-up + %d timed per variant (library-alone at most %d + %d)\n", o.warmup,
+  std::printf("  iterations       %d warm-up + %d timed per variant (library-alone variants at most %d + %d)\n",
+              o.warmup,
               o.iters, std::min(o.warmup, o.baseline_iters), std::min(o.iters, o.baseline_iters));
   std::printf("  date             %s\n", today().c_str());
   std::printf("Time of one exchange: MPI_Barrier, then first post to MPI_Waitall's return; per iteration the "
@@ -548,27 +623,28 @@ void print_header(const Halo &h, const Grid &g, const Options &o) {
 
 // Where the time of an exchange goes, on rank 0.
 void print_parts(const std::vector<Result> &results) {
-  std::printf("\nParts of one exchange on rank 0 (medians): the 52 posting calls, MPI_Waitall, GPU synchronizations\n");
-  std::printf("%-14s %12s %12s %14s\n", "variant", "post us", "waitall us", "syncs/exch");
+  std::printf("\nParts of one exchange on rank 0 (medians): posting (the 52 calls, MPI_Startall, or the whole\n"
+              "MPI_Neighbor_alltoallw), MPI_Waitall, GPU synchronizations\n");
+  std::printf("%-17s %12s %12s %14s\n", "variant", "post us", "waitall us", "syncs/exch");
   for (const Result &r : results)
     if (r.na.empty() && !r.failed)
-      std::printf("%-14s %12.1f %12.1f %14.1f\n", r.name.c_str(), r.post_us, r.wait_us, r.syncs);
+      std::printf("%-17s %12.1f %12.1f %14.1f\n", r.name.c_str(), r.post_us, r.wait_us, r.syncs);
 }
 
 void print_table(const std::vector<Result> &results) {
   const Result *base = nullptr;
   for (const auto &r : results)
     if (r.name == "tempi" && r.na.empty()) base = &r;
-  std::printf("%-14s %12s %12s %12s %15s %12s %14s\n", "variant", "median us", "min us", "max us", "ratio to tempi",
+  std::printf("%-17s %12s %12s %12s %15s %12s %14s\n", "variant", "median us", "min us", "max us", "ratio to tempi",
               "wrong cells", "cells checked");
   for (const auto &r : results) {
     if (!r.na.empty()) {
-      std::printf("%-14s %s\n", r.name.c_str(), r.na.c_str());
+      std::printf("%-17s %s\n", r.name.c_str(), r.na.c_str());
       continue;
     }
     char ratio[32] = "-";
     if (base && base->median_us > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", r.median_us / base->median_us);
-    std::printf("%-14s %12.1f %12.1f %12.1f %15s %12lld %14lld%s\n", r.name.c_str(), r.median_us, r.min_us, r.max_us,
+    std::printf("%-17s %12.1f %12.1f %12.1f %15s %12lld %14lld%s\n", r.name.c_str(), r.median_us, r.min_us, r.max_us,
                 ratio, r.wrong, r.checked, r.failed ? "  (a copy failed)" : "");
   }
   for (const auto &r : results)
@@ -672,6 +748,7 @@ int run(int argc, char **argv) {
     if (root) std::printf("%s\n", good ? "PASS: every cell in place" : "FAIL: wrong cells or a failed step (see above)");
     rc = good ? 0 : 1;
   }
+  for (MPI_Request &r : grid.persistent) MPI_Request_free(&r);
   if (grid.on_gpu && grid.data) gpu.free_device(grid.data);
   free_halo(h);
   MPI_Comm_free(&h.cart);

@@ -507,29 +507,31 @@ ProfileChoice find_profile(const std::string &named, const MachineIdentity &here
 
 namespace {
 
-// Installed once at start-up and never freed: the model reads it without a lock.
+// Installed profiles are never freed: the model reads the current one without a lock,
+// and a thread may still hold the one before. Its decision cache keys on the address.
 std::mutex g_install_mutex;
-std::unique_ptr<ProfileChoice> g_choice;
+std::vector<std::unique_ptr<ProfileChoice>> g_choices;
 std::atomic<const Profile *> g_profile{nullptr};
 
 }  // namespace
 
 void install_profile(ProfileChoice choice) {
   std::lock_guard<std::mutex> lock(g_install_mutex);
-  if (g_choice) return;  // the first lookup stands for the life of the process
-  g_choice = std::make_unique<ProfileChoice>(std::move(choice));
-  g_profile.store(g_choice->profile ? &*g_choice->profile : nullptr, std::memory_order_release);
+  g_choices.push_back(std::make_unique<ProfileChoice>(std::move(choice)));
+  const ProfileChoice &c = *g_choices.back();
+  g_profile.store(c.profile ? &*c.profile : nullptr, std::memory_order_release);
 }
 
 const Profile *active_profile() { return g_profile.load(std::memory_order_acquire); }
 
 std::string profile_summary() {
   std::lock_guard<std::mutex> lock(g_install_mutex);
-  if (!g_choice) return "none yet (TEMPI has not started)";
-  if (!g_choice->profile) return "none: " + g_choice->reason + "; built-in defaults";
-  const Profile &p = *g_choice->profile;
-  return g_choice->path + " (measured " + (p.date.empty() ? "at an unknown date" : p.date) + " on " + p.machine.gpu +
-         ", " + p.machine.mpi_library + ")";
+  if (g_choices.empty()) return "none yet (TEMPI has not started)";
+  const ProfileChoice &c = *g_choices.back();
+  if (!c.profile) return "none: " + c.reason + "; built-in rules";
+  const Profile &p = *c.profile;
+  return c.path + " (measured " + (p.date.empty() ? "at an unknown date" : p.date) + " on " + p.machine.gpu + ", " +
+         p.machine.mpi_library + ")";
 }
 
 }  // namespace tempi

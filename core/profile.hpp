@@ -104,8 +104,9 @@ struct ProfileChoice {
 ProfileChoice find_profile(const std::string &named, const MachineIdentity &here,
                            const std::function<const char *(const char *)> &env);
 
-// The process's profile: set once at start-up (pmpi/runtime.cpp), read by the model.
-// Until then, or when the lookup found none, active_profile() is null.
+// The process's profile: set at start-up (pmpi/runtime.cpp; tempi-measure installs the
+// one it wrote), read by the model. Until then, or when the lookup found none,
+// active_profile() is null.
 void install_profile(ProfileChoice choice);
 const Profile *active_profile();
 // One line for people (tempi-info, the info log): the file in use, or why none is.

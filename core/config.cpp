@@ -32,6 +32,9 @@ const std::vector<Knob> &knobs() {
        "as one fused kernel, by the thread's next MPI call that is not MPI_Pack; the packed output is complete "
        "only for later MPI calls of that thread "
        "(docs/using.md, \"Sequences of MPI_Pack and MPI_Unpack\"). 0: each call waits for its kernel."},
+      {"TEMPI_PROFILE", "unset",
+       "The system profile written by tempi-measure, read at start-up: a file, or none for the built-in "
+       "rules. Unset: the per-user cache file for this GPU model and MPI library (docs/model.md)."},
   };
   return table;
 }
@@ -102,6 +105,7 @@ Config parse_config(const std::function<const char *(const char *)> &lookup) {
     else
       warn_invalid("TEMPI_DEFER_PACK", v);
   }
+  if (const char *v = lookup("TEMPI_PROFILE")) c.profile = v;
   if (const char *v = lookup("TEMPI_PIPELINE_CHUNK")) parse_bytes("TEMPI_PIPELINE_CHUNK", v, c.pipeline_chunk);
   if (const char *v = lookup("TEMPI_PIPELINE_THRESHOLD"))
     parse_bytes("TEMPI_PIPELINE_THRESHOLD", v, c.pipeline_threshold);

@@ -35,6 +35,7 @@ struct Config {
   // MPI_Pack/MPI_Unpack between device buffers: 0 wait for the GPU, 1 return once the
   // kernel is launched, 2 return at once (launched, fused, at the next MPI call).
   int defer_pack = 0;
+  std::string profile;  // TEMPI_PROFILE: a profile file, "none", or empty (the per-user cache)
 };
 
 // Parses `lookup(name)` (nullptr when unset) for each knob. Invalid values log a

@@ -91,7 +91,7 @@ Decision decide(const void *buf, int count, MPI_Datatype type, int peer, bool ba
   d.plan = info->plan->for_count(count);
   const Method requested = requested_method();
   log_downgrade_once(requested);
-  d.transfer = choose_transfer(requested, aware, d.plan.packed_size(), d.plan.contiguous(), config(), batched);
+  d.transfer = choose_transfer(requested, aware, describe_message(d.plan, batched), config());
   // The device method on one contiguous run needs no packing: the MPI library reads the buffer.
   if (d.transfer.method == Method::Device && d.plan.contiguous()) {
     if (local_work().pending()) local_work().settle();

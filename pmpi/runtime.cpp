@@ -1,6 +1,8 @@
 #include "runtime.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 
 #include "backend.hpp"
@@ -9,6 +11,7 @@
 #include "gpu_sharing.hpp"
 #include "local_work.hpp"
 #include "log.hpp"
+#include "profile.hpp"
 #include "requests.hpp"
 #include "type_cache.hpp"
 
@@ -48,7 +51,11 @@ void initialize() {
   Backend &b = gpu_backend();
   TEMPI_LOG(Info, "active: GPU %s, MPI library %s CUDA-aware", b.has_gpu() ? b.device_name().c_str() : "none",
             g_cuda_aware ? "is" : "is not");
-  if (b.has_gpu()) gpu_sharing().join(b.device_id(), b.mps_enabled());
+  if (b.has_gpu()) {
+    gpu_sharing().join(b.device_id(), b.mps_enabled());
+    install_profile(find_profile(config().profile, this_machine(), [](const char *name) { return std::getenv(name); }));
+    TEMPI_LOG(Info, "profile: %s", profile_summary().c_str());
+  }
   g_active = true;
 }
 
@@ -79,5 +86,19 @@ void on_mpi_finalizing() {
 }
 
 bool mpi_is_cuda_aware() { return g_cuda_aware; }
+
+std::string mpi_library_name() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  PMPI_Get_library_version(version, &length);
+  std::string s(version, size_t(std::max(0, std::min(length, MPI_MAX_LIBRARY_VERSION_STRING))));
+  s = s.substr(0, s.find_first_of("\n,"));  // MPICH: "MPICH Version: 4.0.2"; Open MPI: "Open MPI v4.1.5"
+  for (char &c : s)
+    if (c == '\t') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+MachineIdentity this_machine() { return {gpu_backend().device_name(), mpi_library_name()}; }
 
 }  // namespace tempi

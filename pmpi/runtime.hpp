@@ -4,6 +4,10 @@
 
 #include <mpi.h>
 
+#include <string>
+
+#include "profile.hpp"
+
 namespace tempi {
 
 // True when TEMPI handles calls (initialized and not disabled); false means forward.
@@ -15,5 +19,10 @@ void on_mpi_finalizing();
 
 // Whether the MPI library accepts GPU pointers (TEMPI_CUDA_AWARE, else detected).
 bool mpi_is_cuda_aware();
+
+// The MPI library as a profile names it: the first line of MPI_Get_library_version.
+std::string mpi_library_name();
+// This process's GPU model and MPI library (the key of its profile).
+MachineIdentity this_machine();
 
 }  // namespace tempi

@@ -1,8 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
+
 #include "method.hpp"
+#include "synthetic_profile.hpp"
 
 using namespace tempi;
+using tempi::testing::Link;
+using tempi::testing::SyntheticRates;
+using tempi::testing::synthetic_profile;
 
 namespace {
 Config small_pipeline() {
@@ -11,55 +17,228 @@ Config small_pipeline() {
   c.pipeline_threshold = 5000;
   return c;
 }
+
+// The built-in rules (no profile) for a message of `bytes` in blocks of 64 bytes.
+Transfer builtin(Method requested, bool aware, int64_t bytes, bool contiguous, const Config &c, bool batched = false) {
+  TransferQuery q;
+  q.bytes = bytes;
+  q.block = contiguous ? bytes : 64;
+  q.word = 16;
+  q.contiguous = contiguous;
+  q.batched = batched;
+  return choose_transfer(requested, aware, q, c, nullptr);
+}
+
+// A 2-D object of `bytes` in rows of `block` bytes at a pitch of two rows.
+TransferQuery rows(int64_t bytes, int64_t block, bool batched = false) {
+  Plan p;
+  p.pattern = {{0, block, 0, 1}};
+  p.pattern_size = block;
+  p.dims = {{bytes / block, 2 * block}};
+  p.extent = 2 * block * (bytes / block);
+  return describe_message(p, batched);
+}
+
+TransferQuery contiguous(int64_t bytes, bool batched = false) {
+  Plan p;
+  p.pattern = {{0, bytes, 0, 1}};
+  p.pattern_size = bytes;
+  p.extent = bytes;
+  return describe_message(p, batched);
+}
+
+Method auto_choice(const Profile &p, bool aware, const TransferQuery &q) {
+  return choose_transfer(Method::Auto, aware, q, Config(), &p).method;
+}
 }  // namespace
 
 TEST_CASE("a requested method is used when the MPI library allows it", "[method]") {
   const Config c = small_pipeline();
   for (bool aware : {false, true}) {
-    CHECK(choose_transfer(Method::OneShot, aware, 100, false, c).method == Method::OneShot);
-    CHECK(choose_transfer(Method::Staged, aware, 100, false, c).method == Method::Staged);
+    CHECK(builtin(Method::OneShot, aware, 100, false, c).method == Method::OneShot);
+    CHECK(builtin(Method::Staged, aware, 100, false, c).method == Method::Staged);
   }
-  CHECK(choose_transfer(Method::Device, true, 100, false, c).method == Method::Device);
+  CHECK(builtin(Method::Device, true, 100, false, c).method == Method::Device);
 }
 
 TEST_CASE("the device method needs a CUDA-aware MPI", "[method]") {
   const Config c = small_pipeline();
-  CHECK(choose_transfer(Method::Device, false, 100, false, c).method == Method::Staged);
+  CHECK(builtin(Method::Device, false, 100, false, c).method == Method::Staged);
   for (int64_t bytes : {int64_t(1), int64_t(1) << 20, int64_t(1) << 30})
     for (bool contiguous : {false, true})
-      CHECK(choose_transfer(Method::Auto, false, bytes, contiguous, c).method != Method::Device);
+      CHECK(builtin(Method::Auto, false, bytes, contiguous, c).method != Method::Device);
 }
 
-TEST_CASE("auto: one-shot for small messages, device or staged for large ones", "[method]") {
+TEST_CASE("without a profile, auto: one-shot for small messages, device or staged for large ones", "[method]") {
   const Config c = small_pipeline();
-  CHECK(choose_transfer(Method::Auto, true, 1024, false, c).method == Method::OneShot);
-  CHECK(choose_transfer(Method::Auto, true, 64 << 10, false, c).method == Method::Device);
-  CHECK(choose_transfer(Method::Auto, true, 64 << 20, false, c).method == Method::Device);
+  CHECK(builtin(Method::Auto, true, 1024, false, c).method == Method::OneShot);
+  CHECK(builtin(Method::Auto, true, 64 << 10, false, c).method == Method::Device);
+  CHECK(builtin(Method::Auto, true, 64 << 20, false, c).method == Method::Device);
   // many messages in flight: one fused kernel into host memory beats the library's copies
-  CHECK(choose_transfer(Method::Auto, true, 64 << 10, false, c, true).method == Method::OneShot);
-  CHECK(choose_transfer(Method::Auto, true, 512 << 10, false, c, true).method == Method::OneShot);
-  CHECK(choose_transfer(Method::Auto, true, 64 << 20, false, c, true).method == Method::Device);
-  CHECK(choose_transfer(Method::Auto, true, 512 << 10, true, c, true).method == Method::Device);
-  CHECK(choose_transfer(Method::Auto, false, 1024, false, c).method == Method::OneShot);
-  CHECK(choose_transfer(Method::Auto, false, 1 << 20, false, c).method == Method::OneShot);
-  CHECK(choose_transfer(Method::Auto, false, 64 << 20, false, c).method == Method::Staged);
+  CHECK(builtin(Method::Auto, true, 64 << 10, false, c, true).method == Method::OneShot);
+  CHECK(builtin(Method::Auto, true, 512 << 10, false, c, true).method == Method::OneShot);
+  CHECK(builtin(Method::Auto, true, 64 << 20, false, c, true).method == Method::Device);
+  CHECK(builtin(Method::Auto, true, 512 << 10, true, c, true).method == Method::Device);
+  CHECK(builtin(Method::Auto, false, 1024, false, c).method == Method::OneShot);
+  CHECK(builtin(Method::Auto, false, 1 << 20, false, c).method == Method::OneShot);
+  CHECK(builtin(Method::Auto, false, 64 << 20, false, c).method == Method::Staged);
   // contiguous data: passed as it is to a CUDA-aware library, one DMA copy otherwise
-  CHECK(choose_transfer(Method::Auto, true, 1024, true, c).method == Method::Device);
-  CHECK(choose_transfer(Method::Auto, false, 1024, true, c).method == Method::Staged);
+  CHECK(builtin(Method::Auto, true, 1024, true, c).method == Method::Device);
+  CHECK(builtin(Method::Auto, false, 1024, true, c).method == Method::Staged);
 }
 
-TEST_CASE("staged messages at the threshold and above are pipelined", "[method]") {
+TEST_CASE("without a profile, staged messages at the threshold and above are pipelined", "[method]") {
   const Config c = small_pipeline();
-  CHECK(choose_transfer(Method::Staged, false, 4999, false, c).chunk >= 4999);
-  CHECK(choose_transfer(Method::Staged, false, 5000, false, c).chunk == 1000);
-  CHECK(choose_transfer(Method::Staged, false, 123456, false, c).chunk == 1000);
+  CHECK(builtin(Method::Staged, false, 4999, false, c).chunk >= 4999);
+  CHECK(builtin(Method::Staged, false, 5000, false, c).chunk == 1000);
+  CHECK(builtin(Method::Staged, false, 123456, false, c).chunk == 1000);
   // the other methods move each message in one piece
-  CHECK(choose_transfer(Method::OneShot, false, 123456, false, c).chunk >= 123456);
-  CHECK(choose_transfer(Method::Device, true, 123456, false, c).chunk >= 123456);
+  CHECK(builtin(Method::OneShot, false, 123456, false, c).chunk >= 123456);
+  CHECK(builtin(Method::Device, true, 123456, false, c).chunk >= 123456);
 }
 
 TEST_CASE("methods have names", "[method]") {
   CHECK(std::string(to_string(Method::Device)) == "device");
   CHECK(std::string(to_string(Method::OneShot)) == "oneshot");
   CHECK(std::string(to_string(Method::Staged)) == "staged");
+}
+
+TEST_CASE("a message's shape comes from its plan", "[method]") {
+  const TransferQuery q = rows(24 * 1000, 24);
+  CHECK(q.bytes == 24 * 1000);
+  CHECK(q.block == 24);
+  CHECK(q.word == 8);  // 24-byte rows at a 48-byte pitch: 8-byte words
+  CHECK_FALSE(q.contiguous);
+  CHECK(rows(4096, 64).word == 16);
+  CHECK(rows(4096, 6).word == 2);
+  const TransferQuery c = contiguous(12345, true);
+  CHECK(c.contiguous);
+  CHECK(c.block == 12345);
+  CHECK(c.batched);
+}
+
+TEST_CASE("with a profile, auto takes the method the profile predicts fastest", "[method][model]") {
+  const TransferQuery q = rows(1 << 20, 64);
+  SECTION("a fast CUDA-aware library: device") {
+    SyntheticRates r;
+    r.mpi_device = {1e-6, 500e9};
+    r.mpi_host = {2e-6, 5e9};
+    CHECK(auto_choice(synthetic_profile(r), true, q) == Method::Device);
+    // the same machine, library not CUDA-aware (or declared so): never device
+    CHECK(auto_choice(synthetic_profile(r), false, q) != Method::Device);
+  }
+  SECTION("fast kernels on mapped host memory, a slow device path: one-shot") {
+    SyntheticRates r;
+    r.pack_host = {1e-6, 200e9};
+    r.mpi_device = {50e-6, 10e9};
+    CHECK(auto_choice(synthetic_profile(r), true, q) == Method::OneShot);
+    CHECK(auto_choice(synthetic_profile(r), false, q) == Method::OneShot);
+  }
+  SECTION("slow mapped-host kernels, fast device kernels and copy engines: staged") {
+    SyntheticRates r;
+    r.pack_host = {1e-6, 2e9};
+    r.pack_device = {1e-6, 2e12};
+    r.copy = {1e-6, 200e9};
+    CHECK(auto_choice(synthetic_profile(r), false, q) == Method::Staged);
+    r.mpi_device = {100e-6, 1e9};
+    CHECK(auto_choice(synthetic_profile(r), true, q) == Method::Staged);
+  }
+  SECTION("contiguous data on a CUDA-aware library goes as it is when the library is fast") {
+    SyntheticRates r;
+    r.mpi_device = {2e-6, 300e9};
+    CHECK(auto_choice(synthetic_profile(r), true, contiguous(1 << 20)) == Method::Device);
+  }
+  SECTION("contiguous data is not always staged without CUDA awareness: both moves are one copy") {
+    const Method m = auto_choice(synthetic_profile(), false, contiguous(64));
+    CHECK(m != Method::Device);
+    const auto staged = predict(synthetic_profile(), Method::Staged, contiguous(64), Config());
+    const auto oneshot = predict(synthetic_profile(), Method::OneShot, contiguous(64), Config());
+    REQUIRE(staged);
+    REQUIRE(oneshot);
+    CHECK(staged->seconds == Approx(oneshot->seconds));
+  }
+}
+
+TEST_CASE("the model pipelines a large staged message when kernel and copy overlap", "[method][model]") {
+  SyntheticRates r;
+  r.pack_host = {1e-6, 1e9};
+  r.pack_device = {1e-6, 50e9};
+  r.copy = {1e-6, 50e9};
+  const Profile p = synthetic_profile(r);
+  const Config c;
+  const Transfer big = choose_transfer(Method::Auto, false, rows(64 << 20, 512), c, &p);
+  CHECK(big.method == Method::Staged);
+  CHECK(big.chunk < 64 << 20);
+  CHECK(big.chunk >= 256 << 10);
+  // the chosen chunk is predicted no slower than moving the message in one piece
+  const TransferQuery q = rows(64 << 20, 512);
+  const auto best = predict(p, Method::Staged, q, c);
+  REQUIRE(best);
+  CHECK(best->chunk == big.chunk);
+  // a small message is never pipelined
+  CHECK(choose_transfer(Method::Auto, false, rows(64 << 10, 512), c, &p).chunk >= 64 << 10);
+  // a forced staged method gets the model's chunk too
+  CHECK(choose_transfer(Method::Staged, false, q, c, &p).chunk == big.chunk);
+}
+
+TEST_CASE("messages in flight share the synchronization: the choice for a batch can differ", "[method][model]") {
+  // Synchronization is costly, the library's own device path slowish: alone, a contiguous
+  // message goes to the library as it is (no GPU step at all); in a batch, the copies'
+  // waits are shared, and one-shot through host memory is faster.
+  SyntheticRates r;
+  r.launch = 2e-6;
+  r.sync = 20e-6;
+  r.copy = {1e-6, 50e9};
+  r.mpi_host = {2e-6, 20e9};
+  r.mpi_device = {25e-6, 50e9};
+  const Profile p = synthetic_profile(r);
+  CHECK(auto_choice(p, true, contiguous(16 << 10, false)) == Method::Device);
+  CHECK(auto_choice(p, true, contiguous(16 << 10, true)) != Method::Device);
+  const auto alone = predict(p, Method::OneShot, rows(16 << 10, 64, false), Config());
+  const auto batched = predict(p, Method::OneShot, rows(16 << 10, 64, true), Config());
+  CHECK(batched->seconds == Approx(alone->seconds - 2 * r.sync));
+}
+
+TEST_CASE("requested methods override the model", "[method][model]") {
+  const Profile p = synthetic_profile();
+  const TransferQuery q = rows(1 << 20, 64);
+  CHECK(choose_transfer(Method::OneShot, true, q, Config(), &p).method == Method::OneShot);
+  CHECK(choose_transfer(Method::Device, true, q, Config(), &p).method == Method::Device);
+  CHECK(choose_transfer(Method::Device, false, q, Config(), &p).method == Method::Staged);
+  CHECK(choose_transfer(Method::Staged, true, q, Config(), &p).method == Method::Staged);
+}
+
+TEST_CASE("a profile without device measurements never predicts the device method", "[method][model]") {
+  SyntheticRates r;
+  r.cuda_aware = false;
+  const Profile p = synthetic_profile(r);
+  CHECK_FALSE(predict(p, Method::Device, rows(1 << 20, 64), Config()));
+  // declared CUDA-aware at run time, the profile has nothing to say about device buffers
+  CHECK(auto_choice(p, true, rows(1 << 20, 64)) != Method::Device);
+}
+
+TEST_CASE("the process's profile: decisions are cached and equal the model's", "[method][model]") {
+  CHECK(profile_summary().find("none yet") != std::string::npos);
+  ProfileChoice choice;
+  choice.profile = synthetic_profile();
+  choice.path = "/synthetic.json";
+  install_profile(choice);
+  REQUIRE(active_profile() != nullptr);
+  CHECK(profile_summary().find("/synthetic.json") != std::string::npos);
+  const Profile &p = *active_profile();
+  const Config c;
+  for (int round = 0; round < 2; ++round)  // the second round hits the cache
+    for (int64_t bytes = 64; bytes <= int64_t(64) << 20; bytes *= 2)
+      for (int64_t block : {4, 24, 64, 1000})
+        for (bool batched : {false, true})
+          for (bool aware : {false, true}) {
+            const TransferQuery q = rows(bytes - bytes % block + block, block, batched);
+            const Transfer cached = choose_transfer(Method::Auto, aware, q, c);
+            const Transfer direct = choose_transfer(Method::Auto, aware, q, c, &p);
+            CHECK(cached.method == direct.method);
+            CHECK(cached.chunk == direct.chunk);
+          }
+  // the collective form goes through the same profile
+  CHECK(choose_transfer(Method::Auto, true, int64_t(1) << 20, false, c).method ==
+        choose_transfer(Method::Auto, true, rows(1 << 20, kAssumedBlock), c, &p).method);
 }

@@ -1,0 +1,115 @@
+// The measured system profile (DESIGN.md, "The performance model"): what tempi-measure
+// found on one machine (one GPU model, one MPI library), written once as versioned JSON
+// and read at start-up. The model in method.cpp predicts each method's time from it.
+// Plain C++: no MPI, no CUDA, so the parser and the model are tested anywhere.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tempi {
+
+// Seconds as a function of bytes, measured at increasing sizes. Between two points the
+// time is interpolated on log-log axes; below the first it is the first (latency);
+// beyond the last it grows with the bytes at the last point's rate.
+struct Curve {
+  std::vector<double> bytes, seconds;
+  double at(double b) const;
+  bool empty() const { return bytes.empty(); }
+};
+
+// The time of a kernel (or pitched copy) over a 2-D strided object of `block`-byte
+// rows, by object size. `word` is the access width the kernels chose for the rows.
+struct KernelRow {
+  int64_t block = 0;
+  int word = 0;
+  Curve time;
+};
+
+// One direction of packing: rows by block size, and how much slower narrower access
+// words are than the row's own (factor >= 1 at a fixed block and size; word -> factor).
+struct KernelTable {
+  std::vector<KernelRow> rows;
+  std::vector<std::pair<int, double>> word_factor;
+  // Seconds to move `bytes` in blocks of `block` bytes read or written `word` bytes at
+  // a time: interpolated between the two measured block sizes around `block`.
+  double at(double bytes, int64_t block, int word) const;
+  bool empty() const { return rows.empty(); }
+};
+
+// Which process a message goes to, as far as the caller knows.
+enum class PeerClass { Unknown, SameGpu, SameNode, OtherNode };
+const char *to_string(PeerClass p);
+std::optional<PeerClass> peer_class_from(const std::string &name);
+
+// The MPI library's time for a message between two GPU buffers, for one placement.
+struct DeviceWire {
+  PeerClass peer = PeerClass::Unknown;
+  Curve time;
+};
+
+// What a profile was measured on; a profile applies only where both match.
+struct MachineIdentity {
+  std::string gpu;          // the device name, e.g. "NVIDIA H200"
+  std::string mpi_library;  // the first line of MPI_Get_library_version
+};
+
+constexpr int kProfileVersion = 1;
+
+// Every time is synchronous: what one TEMPI call costs, launch and synchronization
+// included (tempi-measure times the backend's calls with a host clock).
+struct Profile {
+  int version = kProfileVersion;
+  MachineIdentity machine;
+  std::string driver;  // the GPU driver version (informative)
+  std::string date;    // when it was measured (informative, ISO 8601)
+  bool cuda_aware = false;
+  PeerClass measured_peer = PeerClass::Unknown;  // where the other rank was
+  double launch = 0;  // issuing one kernel without waiting
+  double sync = 0;    // waiting for finished work (a launch plus a wait costs launch + sync)
+  KernelTable pack_device, unpack_device;  // between device buffers (device and staged methods)
+  KernelTable pack_host, unpack_host;      // between device and mapped pinned host memory (one-shot)
+  Curve copy_to_host, copy_to_device;      // copy engines, device <-> pinned host
+  Curve mpi_host;                          // the MPI library between pinned host buffers
+  std::vector<DeviceWire> mpi_device;      // between device buffers, where CUDA-aware
+
+  // The device-buffer curve for `peer` (the measured one when `peer` has none); null
+  // when there is none at all.
+  const Curve *device_wire(PeerClass peer) const;
+};
+
+std::string write_profile(const Profile &p);
+// Parses and checks a profile; on failure returns nothing and says why in `error`.
+std::optional<Profile> parse_profile(const std::string &text, std::string &error);
+
+// The per-user cache file for a machine: $XDG_CACHE_HOME/tempi (else $HOME/.cache/tempi)
+// / profile-<gpu>-<mpi>.json, names reduced to [A-Za-z0-9._-]. Empty when neither
+// variable is set.
+std::string profile_cache_path(const MachineIdentity &m, const std::function<const char *(const char *)> &env);
+
+// The outcome of the start-up lookup: the profile in use (if any), the file it came
+// from, and, when there is none, why.
+struct ProfileChoice {
+  std::optional<Profile> profile;
+  std::string path;
+  std::string reason;
+};
+
+// TEMPI_PROFILE (`named`: a file, or "none" for the built-in defaults), else the cache
+// file for `here`. A file that is absent, unreadable, malformed, of another version or
+// of another machine gives no profile and a reason.
+ProfileChoice find_profile(const std::string &named, const MachineIdentity &here,
+                           const std::function<const char *(const char *)> &env);
+
+// The process's profile: set at start-up (pmpi/runtime.cpp; tempi-measure installs the
+// one it wrote), read by the model. Until then, or when the lookup found none,
+// active_profile() is null.
+void install_profile(ProfileChoice choice);
+const Profile *active_profile();
+// One line for people (tempi-info, the info log): the file in use, or why none is.
+std::string profile_summary();
+
+}  // namespace tempi

@@ -1,0 +1,221 @@
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmath>
+
+#include "profile.hpp"
+#include "synthetic_profile.hpp"
+
+using namespace tempi;
+using tempi::testing::synthetic_profile;
+
+namespace {
+
+std::optional<Profile> parse(const std::string &text, std::string &error) { return parse_profile(text, error); }
+
+// The written profile with the first occurrence of `from` replaced by `to`.
+std::string edited(const std::string &from, const std::string &to) {
+  std::string text = write_profile(synthetic_profile());
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+std::function<const char *(const char *)> env_of(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char *name) -> const char * {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+// A file in a fresh temporary directory (`subdir` of it when given), removed at the end of the scope.
+struct TempFile {
+  std::string dir, sub, path;
+  explicit TempFile(const std::string &text, const std::string &subdir = "", const std::string &name = "profile.json") {
+    char tmpl[] = "/tmp/tempi_profile_XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+    sub = subdir.empty() ? dir : dir + "/" + subdir;
+    if (!subdir.empty()) REQUIRE(mkdir(sub.c_str(), 0700) == 0);
+    path = sub + "/" + name;
+    std::ofstream(path) << text;
+  }
+  ~TempFile() {
+    std::remove(path.c_str());
+    if (sub != dir) rmdir(sub.c_str());
+    rmdir(dir.c_str());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a written profile reads back the same", "[profile]") {
+  const Profile p = synthetic_profile();
+  const std::string text = write_profile(p);
+  std::string error;
+  const std::optional<Profile> back = parse(text, error);
+  REQUIRE(back);
+  CHECK(error.empty());
+  CHECK(back->machine.gpu == p.machine.gpu);
+  CHECK(back->machine.mpi_library == p.machine.mpi_library);
+  CHECK(back->cuda_aware);
+  CHECK(back->measured_peer == PeerClass::SameNode);
+  CHECK(back->launch == Approx(p.launch));
+  REQUIRE(back->pack_host.rows.size() == 3);
+  CHECK(back->pack_host.rows[1].block == 64);
+  CHECK(back->pack_host.rows[1].time.seconds.back() == Approx(p.pack_host.rows[1].time.seconds.back()).epsilon(1e-5));
+  REQUIRE(back->mpi_device.size() == 1);
+  CHECK(write_profile(*back) == text);
+}
+
+TEST_CASE("names with quotes and control characters survive the round trip", "[profile]") {
+  Profile p = synthetic_profile();
+  p.machine.gpu = "GPU \"quoted\" \\ back\tslash";
+  std::string error;
+  const auto back = parse(write_profile(p), error);
+  REQUIRE(back);
+  CHECK(back->machine.gpu == p.machine.gpu);
+}
+
+TEST_CASE("bad profiles are refused with a message that says why", "[profile]") {
+  std::string error;
+  const std::string good = write_profile(synthetic_profile());
+  SECTION("truncated anywhere") {
+    for (size_t cut : {size_t(0), size_t(1), good.size() / 3, good.size() / 2, good.size() - 3}) {
+      error.clear();
+      CHECK_FALSE(parse(good.substr(0, cut), error));
+      CHECK_FALSE(error.empty());
+    }
+    CHECK_FALSE(parse(good.substr(0, good.size() / 2), error));
+    INFO(error);
+    CHECK(error.find("truncated") != std::string::npos);
+  }
+  SECTION("another version") {
+    CHECK_FALSE(parse(edited("\"tempi_profile\": 1", "\"tempi_profile\": 2"), error));
+    CHECK(error.find("version 2") != std::string::npos);
+  }
+  SECTION("not a profile") {
+    CHECK_FALSE(parse("{\"hello\": 1}", error));
+    CHECK(error.find("not a TEMPI profile") != std::string::npos);
+    CHECK_FALSE(parse("[1, 2]", error));
+  }
+  SECTION("a negative time") {
+    CHECK_FALSE(parse(edited("\"launch_s\": 3e-06", "\"launch_s\": -3e-06"), error));
+    CHECK(error.find("launch_s") != std::string::npos);
+    CHECK_FALSE(parse(edited("\"seconds\": [", "\"seconds\": [-1, "), error));
+  }
+  SECTION("a missing number") {
+    CHECK_FALSE(parse(edited("\"sync_s\": 5e-06,", ""), error));
+    CHECK(error.find("sync_s") != std::string::npos);
+    CHECK(error.find("missing") != std::string::npos);
+    CHECK_FALSE(parse(edited("\"bytes\": [1024, ", "\"bytes\": ["), error));
+    CHECK(error.find("as many seconds as bytes") != std::string::npos);
+  }
+  SECTION("numbers that are not numbers") {
+    CHECK_FALSE(parse(edited("\"sync_s\": 5e-06", "\"sync_s\": \"fast\""), error));
+    CHECK_FALSE(parse(edited("\"sync_s\": 5e-06", "\"sync_s\": nan"), error));
+    CHECK_FALSE(parse(edited("\"block\": 8", "\"block\": 0"), error));
+    CHECK_FALSE(parse(edited("\"word\": 8", "\"word\": 3"), error));
+  }
+  SECTION("sizes out of order") {
+    CHECK_FALSE(parse(edited("\"bytes\": [1024, 4096", "\"bytes\": [4096, 1024"), error));
+    CHECK(error.find("out of order") != std::string::npos);
+  }
+  SECTION("a CUDA-aware library without device measurements") {
+    Profile p = synthetic_profile();
+    p.mpi_device.clear();
+    CHECK_FALSE(parse(write_profile(p), error));
+    CHECK(error.find("mpi_device") != std::string::npos);
+  }
+}
+
+TEST_CASE("curves interpolate between measured sizes and extrapolate at the last rate", "[profile]") {
+  Curve c;
+  c.bytes = {1000, 10000, 100000};
+  c.seconds = {1e-6, 2e-6, 20e-6};
+  CHECK(c.at(10) == Approx(1e-6));  // below the first point: the latency
+  CHECK(c.at(1000) == Approx(1e-6));
+  CHECK(c.at(10000) == Approx(2e-6));
+  const double mid = c.at(31623);
+  CHECK(mid > 2e-6);
+  CHECK(mid < 20e-6);
+  CHECK(mid == Approx(std::sqrt(2e-6 * 20e-6)).epsilon(0.01));  // log-log: geometric mean at the middle
+  CHECK(c.at(1e6) == Approx(200e-6));  // 10x the bytes at the last rate
+  for (double b = 500; b < 2e6; b *= 1.37) CHECK(c.at(b) <= c.at(b * 1.37));  // monotone here
+}
+
+TEST_CASE("kernel tables interpolate by block size and charge narrow words", "[profile]") {
+  const KernelTable t = tempi::testing::kernels_of({0, 1e9});
+  const double mb = 1 << 20;
+  CHECK(t.at(mb, 8, 8) == Approx(4 * mb / 1e9).epsilon(1e-3));
+  CHECK(t.at(mb, 512, 16) == Approx(mb / 1e9).epsilon(1e-3));
+  const double between = t.at(mb, 128, 16);
+  CHECK(between < t.at(mb, 64, 16));
+  CHECK(between > t.at(mb, 512, 16));
+  CHECK(t.at(mb, 4096, 16) == Approx(t.at(mb, 512, 16)));  // beyond the rows: the widest
+  CHECK(t.at(mb, 4, 4) >= t.at(mb, 8, 8));  // below them: the narrowest, and a narrower word
+  // the same rows read 1 byte at a time: the word factor's ratio (8 against 1 for 16-byte words)
+  CHECK(t.at(mb, 512, 1) == Approx(8 * t.at(mb, 512, 16)));
+  CHECK(t.at(mb, 64, 16) == Approx(t.at(mb, 64, 16)));
+}
+
+TEST_CASE("the cache file is per user, keyed by GPU model and MPI library", "[profile]") {
+  const MachineIdentity m{"NVIDIA H200", "MPICH Version: 4.0.2"};
+  CHECK(profile_cache_path(m, env_of({{"HOME", "/home/u"}})) ==
+        "/home/u/.cache/tempi/profile-NVIDIA_H200-MPICH_Version_4.0.2.json");
+  CHECK(profile_cache_path(m, env_of({{"HOME", "/home/u"}, {"XDG_CACHE_HOME", "/c"}})) ==
+        "/c/tempi/profile-NVIDIA_H200-MPICH_Version_4.0.2.json");
+  CHECK(profile_cache_path(m, env_of({})).empty());
+  // another library is another file
+  CHECK(profile_cache_path({"NVIDIA H200", "Open MPI v4.1.5"}, env_of({{"HOME", "/h"}})) !=
+        profile_cache_path(m, env_of({{"HOME", "/h"}})));
+}
+
+TEST_CASE("the start-up lookup finds a matching profile, or says why it uses none", "[profile]") {
+  const Profile p = synthetic_profile();
+  const MachineIdentity here = p.machine;
+  SECTION("TEMPI_PROFILE names a good file") {
+    TempFile f(write_profile(p));
+    const ProfileChoice c = find_profile(f.path, here, env_of({}));
+    REQUIRE(c.profile);
+    CHECK(c.path == f.path);
+  }
+  SECTION("the cache file") {
+    TempFile f(write_profile(p), "tempi", "profile-Synthetic_GPU-Synthetic_MPI_1.0.json");
+    const ProfileChoice c = find_profile("", here, env_of({{"XDG_CACHE_HOME", f.dir}}));
+    CHECK(c.profile);
+    CHECK(c.path == f.path);
+  }
+  SECTION("absent") {
+    const ProfileChoice c = find_profile("", here, env_of({{"XDG_CACHE_HOME", "/nonexistent"}}));
+    CHECK_FALSE(c.profile);
+    CHECK(c.reason.find("run tempi-measure") != std::string::npos);
+    CHECK_FALSE(find_profile("/nonexistent/p.json", here, env_of({})).profile);
+  }
+  SECTION("none") {
+    const ProfileChoice c = find_profile("none", here, env_of({}));
+    CHECK_FALSE(c.profile);
+    CHECK(c.reason == "TEMPI_PROFILE=none");
+  }
+  SECTION("another machine") {
+    TempFile f(write_profile(p));
+    for (const MachineIdentity &other : {MachineIdentity{"NVIDIA A100", here.mpi_library},
+                                         MachineIdentity{here.gpu, "Open MPI v4.1.5"}}) {
+      const ProfileChoice c = find_profile(f.path, other, env_of({}));
+      CHECK_FALSE(c.profile);
+      CHECK(c.reason.find("another machine") != std::string::npos);
+    }
+  }
+  SECTION("a malformed file names the file and the fault") {
+    TempFile f("{\"tempi_profile\": 1, \"machine\": ");
+    const ProfileChoice c = find_profile(f.path, here, env_of({}));
+    CHECK_FALSE(c.profile);
+    CHECK(c.reason.find(f.path) != std::string::npos);
+    CHECK(c.reason.find("truncated") != std::string::npos);
+  }
+}

@@ -134,9 +134,18 @@ int Side::plan(void *buf, std::vector<Block> blocks, bool typed_only, MPI_Comm c
   }
   if (plannable) {
     transfer_ = choose_transfer(requested_method(), aware, total, contiguous, config(), false);
-    // Contiguous data on a CUDA-aware library needs no packing: the library reads it.
+    // Contiguous data on a CUDA-aware library needs no packing: the library reads it, as
+    // bytes at each block's first byte (Direct), or through the user's types where a block
+    // would lie below the buffer's address.
     if (aware && transfer_.method == Method::Device && contiguous) {
       if (local_work().pending()) local_work().settle();
+      bool below = false;
+      for (size_t i = 0; i < n; ++i) {
+        if (bytes_[i] == 0) continue;
+        offsets_[i] = typed_[i] + plans_[i].start + plans_[i].pattern[0].offset - static_cast<char *>(buf);
+        below = below || offsets_[i] < 0;
+      }
+      if (!below) mode_ = Mode::Direct;
       return MPI_SUCCESS;
     }
     mode_ = Mode::Pack;
@@ -419,7 +428,14 @@ int typed(int n, const int counts[], const Disp displs[], const MPI_Datatype typ
 
 // Uniform blocks: one count and type for all of them.
 int wire_uniform(const Side &s, int user_count, MPI_Datatype user_type, const CollectiveOp &op, Wire &w) {
-  if (s.mode() != Side::Mode::Pack) {
+  // Direct blocks qualify only where they lie as packed blocks would: block i at i bytes(0).
+  bool packed_layout = s.mode() == Side::Mode::Pack;
+  if (s.mode() == Side::Mode::Direct) {
+    packed_layout = true;
+    for (size_t i = 0; i < s.blocks(); ++i)
+      packed_layout = packed_layout && s.bytes(i) == s.bytes(0) && s.offset(i) == int64_t(i) * s.bytes(0);
+  }
+  if (!packed_layout) {
     w.count = user_count;
     w.unit = user_type;
     return MPI_SUCCESS;
@@ -465,7 +481,7 @@ struct VArgs {
 int wire_varying(const Side &s, const int *user_counts, const int *user_displs, MPI_Datatype user_type,
                  const CollectiveOp &op, Wire &w, VArgs &out) {
   out = {user_counts, user_displs, user_type};
-  if (s.mode() != Side::Mode::Pack) return MPI_SUCCESS;
+  if (!s.rewired()) return MPI_SUCCESS;
   int64_t unit = 1;
   if (const int err = wire_unit(s, true, op, w, unit)) return err;
   const size_t n = s.blocks();
@@ -492,7 +508,10 @@ template <class Disp>
 int wire_typed(const Side &s, const int *user_counts, const Disp *user_displs, const MPI_Datatype *user_types,
                const CollectiveOp &op, Wire &w, std::vector<Disp> &displs, WArgs<Disp> &out, size_t room = 1) {
   out = {user_counts, user_displs, user_types};
-  if (s.mode() != Side::Mode::Pack) return MPI_SUCCESS;
+  if (!s.rewired()) return MPI_SUCCESS;
+  if (s.mode() == Side::Mode::Direct && std::is_same<Disp, int>::value)
+    for (size_t i = 0; i < s.blocks(); ++i)
+      if (s.offset(i) > INT_MAX) return MPI_SUCCESS;  // beyond int displacements: the user's types
   int64_t unit = 1;
   if (const int err = wire_unit(s, false, op, w, unit)) return err;
   const size_t n = s.blocks();

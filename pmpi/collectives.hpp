@@ -53,6 +53,9 @@ class Side {
   enum class Mode {
     User,    // the application's buffer and arguments (host memory, not significant, CUDA-aware library)
     Pack,    // packed bytes in staging; block i at offset(i), bytes(i) long
+    Direct,  // contiguous blocks in the application's GPU buffer, for a CUDA-aware library: block i
+             // is bytes(i) bytes at offset(i) from the buffer, handed over as bytes (a subarray
+             // type that happens to be contiguous is copied row by row by some libraries)
     Region,  // a host copy of the bytes the blocks span; the library gets the user's types
   };
 
@@ -65,9 +68,13 @@ class Side {
 
   Mode mode() const { return mode_; }
   bool used() const { return mode_ != Mode::User; }
+  // Whether the library gets bytes (block i: bytes(i) at offset(i)) instead of user types.
+  bool rewired() const { return mode_ == Mode::Pack || mode_ == Mode::Direct; }
   // What the library gets as the buffer.
-  void *library_buffer(void *user) const { return mode_ == Mode::User ? user : lib_; }
-  const void *library_buffer(const void *user) const { return mode_ == Mode::User ? user : lib_; }
+  void *library_buffer(void *user) const { return mode_ == Mode::User || mode_ == Mode::Direct ? user : lib_; }
+  const void *library_buffer(const void *user) const {
+    return mode_ == Mode::User || mode_ == Mode::Direct ? user : lib_;
+  }
   size_t blocks() const { return blocks_.size(); }
   int64_t bytes(size_t i) const { return bytes_[i]; }
   int64_t offset(size_t i) const { return offsets_[i]; }

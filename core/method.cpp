@@ -22,7 +22,10 @@ constexpr int64_t kOneShotMaxBytes = 32 * 1024 * 1024;
 // H200s, CUDA-aware Open MPI 4.1, 2026-11-23): one-shot 147 us against device 400 us
 // at 32-128 KiB messages (n=64), 290 against 955 us at 128-512 KiB (n=128): the
 // library's own per-message GPU copies cost more than one fused kernel into host memory.
-constexpr int64_t kOneShotMaxBytesBatched = kOneShotMaxBytes;
+// Large blocks go the other way: an FFT transpose's 8 MiB blocks (tools/bench_alltoallw,
+// N=128, same machine and date) move in 87 us as device memory through that library's
+// CUDA IPC path, where a host round trip costs milliseconds.
+constexpr int64_t kOneShotMaxBytesBatched = 2 * 1024 * 1024;
 
 Method builtin_method(bool cuda_aware, const TransferQuery &q) {
   if (cuda_aware) {

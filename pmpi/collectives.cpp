@@ -133,7 +133,11 @@ int Side::plan(void *buf, std::vector<Block> blocks, bool typed_only, MPI_Comm c
     }
   }
   if (plannable) {
-    transfer_ = choose_transfer(requested_method(), aware, total, contiguous, config(), false);
+    // A collective moves many blocks with one synchronization: the batched choice, for
+    // blocks of the average size (what the library moves per message).
+    int64_t moving = 0;
+    for (size_t i = 0; i < n; ++i) moving += bytes_[i] > 0;
+    transfer_ = choose_transfer(requested_method(), aware, moving ? total / moving : 0, contiguous, config(), true);
     // Contiguous data on a CUDA-aware library needs no packing: the library reads it, as
     // bytes at each block's first byte (Direct), or through the user's types where a block
     // would lie below the buffer's address.

@@ -18,7 +18,9 @@ int persistent_send_init(SendInitFn next, const char *call, const void *buf, int
   if (!active()) return next(buf, count, type, dest, tag, comm, request);
   auto op = std::make_shared<PersistentOp>();
   Outgoing out;
-  if (const int err = plan_send(buf, count, type, dest, comm, call, op->plan, out)) return err;
+  // Persistent requests are started together (MPI_Startall packs them in one batch), so
+  // the method is the batched one, as for MPI_Isend.
+  if (const int err = plan_send(buf, count, type, dest, comm, call, op->plan, out, true)) return err;
   if (op->plan.kind == SendPlan::Kind::PassThrough) return next(buf, count, type, dest, tag, comm, request);
   if (const int err = next(out.buf, out.count, out.type, dest, tag, comm, request)) return err;
   op->is_send = true;
@@ -38,7 +40,7 @@ int persistent_recv_init(RecvInitFn next, const char *call, void *buf, int count
                          int tag, MPI_Comm comm, MPI_Request *request) {
   if (!active()) return next(buf, count, type, source, tag, comm, request);
   Incoming in;
-  if (const int err = prepare_recv(buf, count, type, source, comm, call, in)) return err;
+  if (const int err = prepare_recv(buf, count, type, source, comm, call, in, true)) return err;
   if (in.after == Incoming::After::Nothing) return next(buf, count, type, source, tag, comm, request);
   if (const int err = next(in.buf, in.count, in.type, source, tag, comm, request)) return err;
   in.finished = true;  // nothing to unpack before the first start

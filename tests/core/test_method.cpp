@@ -77,6 +77,7 @@ TEST_CASE("without a profile, auto: one-shot for small messages, device or stage
   // many messages in flight: one fused kernel into host memory beats the library's copies
   CHECK(builtin(Method::Auto, true, 64 << 10, false, c, true).method == Method::OneShot);
   CHECK(builtin(Method::Auto, true, 512 << 10, false, c, true).method == Method::OneShot);
+  CHECK(builtin(Method::Auto, true, 8 << 20, false, c, true).method == Method::Device);  // FFT-transpose blocks
   CHECK(builtin(Method::Auto, true, 64 << 20, false, c, true).method == Method::Device);
   CHECK(builtin(Method::Auto, true, 512 << 10, true, c, true).method == Method::Device);
   CHECK(builtin(Method::Auto, false, 1024, false, c).method == Method::OneShot);

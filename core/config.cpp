@@ -99,6 +99,12 @@ Config parse_config(const std::function<const char *(const char *)> &lookup) {
     else if (std::strcmp(v, "0"))
       warn_invalid("TEMPI_EAGER_SENDS", v);
   }
+  if (const char *v = lookup("TEMPI_COLL_DEVICE")) {
+    if (!std::strcmp(v, "1"))
+      c.coll_device = true;
+    else if (std::strcmp(v, "0"))
+      warn_invalid("TEMPI_COLL_DEVICE", v);
+  }
   if (const char *v = lookup("TEMPI_DEFER_PACK")) {
     if (!std::strcmp(v, "0") || !std::strcmp(v, "1") || !std::strcmp(v, "2"))
       c.defer_pack = v[0] - '0';

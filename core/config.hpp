@@ -35,6 +35,10 @@ struct Config {
   // MPI_Pack/MPI_Unpack between device buffers: 0 wait for the GPU, 1 return once the
   // kernel is launched, 2 return at once (launched, fused, at the next MPI call).
   int defer_pack = 0;
+  // Blocking collectives on a CUDA-aware library: hand it packed GPU bytes (true) or stage
+  // every GPU buffer through pinned host memory (false, the default: Open MPI 4.1's
+  // collectives crash and hang on device buffers).
+  bool coll_device = false;
   std::string profile;  // TEMPI_PROFILE: a profile file, "none", or empty (the per-user cache)
 };
 

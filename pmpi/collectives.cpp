@@ -176,11 +176,8 @@ int Side::plan(void *buf, std::vector<Block> blocks, bool typed_only, MPI_Comm c
     lib_ = staging_.ptr;
     return MPI_SUCCESS;
   }
-  // The library must see the user's types: on a CUDA-aware one, in GPU memory as they are.
-  if (aware) {
-    if (local_work().pending()) local_work().settle();
-    return MPI_SUCCESS;
-  }
+  // The library must see the user's types: never in GPU memory (a CUDA-aware Open MPI
+  // crashes copying such a block to itself), always a host copy of the region.
   mode_ = Mode::Region;
   int64_t lo = INT64_MAX, hi = INT64_MIN;
   for (const Block &b : blocks_) {
@@ -540,11 +537,14 @@ std::shared_ptr<CollectiveOp> new_op(const char *blocking, const char *nonblocki
   auto op = std::make_shared<CollectiveOp>();
   op->call = request ? nonblocking : blocking;
   op->comm = comm;
-  // Only blocking collectives get GPU memory, even from a CUDA-aware library: Open MPI
-  // 4.1's nonblocking collectives (libnbc) return wrong bytes for device buffers (measured
-  // on an H100, 2026-11-23), and MPI offers no query for which calls a library's
-  // CUDA-awareness covers. Nonblocking ones are packed (or copied) through host memory.
-  const bool gpu_ok = mpi_is_cuda_aware() && !request;
+  // By default no collective hands GPU memory to the library, even a CUDA-aware one: on
+  // two H200s (2026-11-23) Open MPI 4.1's nonblocking collectives (libnbc) returned wrong
+  // bytes for device buffers, its blocking MPI_Alltoallw crashed copying a rank's own block
+  // of a non-contiguous type (ompi_datatype_sndrcv, plain memcpy), and a blocking
+  // MPI_Alltoallv of device bytes hung now and then; MPI offers no query for which calls a
+  // library's CUDA-awareness covers. TEMPI_COLL_DEVICE=1 hands packed bytes of blocking
+  // calls to a CUDA-aware library (FFT transpose: 77 us instead of milliseconds).
+  const bool gpu_ok = mpi_is_cuda_aware() && !request && config().coll_device;
   op->send.library_reads_gpu(gpu_ok);
   op->recv.library_reads_gpu(gpu_ok);
   return op;

@@ -86,6 +86,9 @@ TEST_CASE("without a profile, auto: one-shot for small messages, device or stage
   // contiguous data: passed as it is to a CUDA-aware library, one DMA copy otherwise
   CHECK(builtin(Method::Auto, true, 1024, true, c).method == Method::Device);
   CHECK(builtin(Method::Auto, false, 1024, true, c).method == Method::Staged);
+  // In a batch a contiguous message is one more job of the fused one-shot kernel.
+  CHECK(builtin(Method::Auto, false, 1024, true, c, true).method == Method::OneShot);
+  CHECK(builtin(Method::Auto, false, 64 << 20, true, c, true).method == Method::Staged);
 }
 
 TEST_CASE("without a profile, staged messages at the threshold and above are pipelined", "[method]") {

@@ -16,7 +16,8 @@
 
 #define TEMPI_WRAPPER(fn) __wrap_##fn
 #define TEMPI_NEXT(fn) __real_##fn
-#define TEMPI_WRAPPED(fn) extern "C" decltype(fn) __real_##fn;
+// Both declared: TEMPI's own code may enter a wrapper (wrap_fortran_mpich.cpp, linked.cpp).
+#define TEMPI_WRAPPED(fn) extern "C" decltype(fn) __real_##fn, __wrap_##fn;
 #include "wrapped.def"
 #undef TEMPI_WRAPPED
 

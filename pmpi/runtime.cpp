@@ -28,15 +28,41 @@ std::atomic<bool> g_finalized{false};
 std::once_flag g_init_once;
 bool g_cuda_aware = false;
 
+const char *g_cuda_aware_source = "not decided: TEMPI has not started";
+
 bool detect_cuda_aware() {
-  if (config().cuda_aware) return *config().cuda_aware;
+  if (config().cuda_aware) {
+    g_cuda_aware_source = "TEMPI_CUDA_AWARE";
+    return *config().cuda_aware;
+  }
 #if defined(MPIX_GPU_SUPPORT_CUDA)
   int supported = 0;
+  g_cuda_aware_source = "MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA)";
   if (PMPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS) return supported != 0;
+  g_cuda_aware_source = "MPIX_GPU_query_support failed: assumed not";
 #elif defined(MPIX_CUDA_AWARE_SUPPORT)
+  g_cuda_aware_source = "MPIX_Query_cuda_support()";
   return MPIX_Query_cuda_support() != 0;
+#else
+  g_cuda_aware_source = "the MPI library has no query: assumed not (set TEMPI_CUDA_AWARE=yes if it is)";
 #endif
   return false;
+}
+
+void stop();
+
+// The delete callback of TEMPI's attribute on MPI_COMM_SELF: MPI_Finalize runs it before
+// anything else, while every MPI call still works.
+int stop_at_finalize(MPI_Comm, int, void *, void *) {
+  stop();
+  return MPI_SUCCESS;
+}
+
+void stop_at_finalize_of_mpi() {
+  int keyval = MPI_KEYVAL_INVALID;
+  if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, stop_at_finalize, &keyval, nullptr) != MPI_SUCCESS ||
+      PMPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr) != MPI_SUCCESS)
+    TEMPI_LOG(Warn, "cannot attach to MPI_COMM_SELF: requests freed while in flight are not finished at MPI_Finalize");
 }
 
 void initialize() {
@@ -56,7 +82,20 @@ void initialize() {
     install_profile(find_profile(config().profile, this_machine(), [](const char *name) { return std::getenv(name); }));
     TEMPI_LOG(Info, "profile: %s", profile_summary().c_str());
   }
+  stop_at_finalize_of_mpi();
   g_active = true;
+}
+
+void stop() {
+  if (!g_active.load()) return;
+  requests().drain_detached();  // requests the application freed must still finish (posts deferred sends)
+  local_work().settle();  // launches this thread's queued moves too
+  gpu_sharing().leave();
+  TEMPI_LOG(Info, "%llu GPU synchronizations in this process",
+            static_cast<unsigned long long>(gpu_backend().synchronizations()));
+  g_active = false;
+  g_finalized = true;
+  type_cache().clear();
 }
 
 }  // namespace
@@ -71,21 +110,10 @@ bool active() {
   return g_active.load(std::memory_order_acquire);
 }
 
-void on_mpi_initialized() { active(); }
-
-void on_mpi_finalizing() {
-  if (!g_active.load()) return;
-  requests().drain_detached();  // requests the application freed must still finish (posts deferred sends)
-  local_work().settle();  // launches this thread's queued moves too
-  gpu_sharing().leave();
-  TEMPI_LOG(Info, "%llu GPU synchronizations in this process",
-            static_cast<unsigned long long>(gpu_backend().synchronizations()));
-  g_active = false;
-  g_finalized = true;
-  type_cache().clear();
-}
 
 bool mpi_is_cuda_aware() { return g_cuda_aware; }
+
+const char *cuda_aware_source() { return g_cuda_aware_source; }
 
 std::string mpi_library_name() {
   char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};

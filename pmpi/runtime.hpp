@@ -1,5 +1,8 @@
-// TEMPI's process state: initialized lazily by the first intercepted call (a
-// Fortran mpi_f08 program reaches PMPI_Init without TEMPI's MPI_Init wrapper).
+// TEMPI's process state. TEMPI wraps neither MPI_Init nor MPI_Finalize, so that other
+// tools that must wrap them (Darshan, for instance) stack with it and Fortran bindings
+// that reach PMPI_Init directly need nothing more: it starts at its first intercepted
+// call after MPI_Init, and stops when MPI_Finalize deletes the attributes of
+// MPI_COMM_SELF (the first thing MPI_Finalize does; MPI 4.0, section 11.2.4).
 #pragma once
 
 #include <mpi.h>
@@ -13,12 +16,11 @@ namespace tempi {
 // True when TEMPI handles calls (initialized and not disabled); false means forward.
 bool active();
 
-// Called after the MPI library is initialized and before it is finalized.
-void on_mpi_initialized();
-void on_mpi_finalizing();
 
 // Whether the MPI library accepts GPU pointers (TEMPI_CUDA_AWARE, else detected).
 bool mpi_is_cuda_aware();
+// How that was decided, in words (tempi-info).
+const char *cuda_aware_source();
 
 // The MPI library as a profile names it: the first line of MPI_Get_library_version.
 std::string mpi_library_name();

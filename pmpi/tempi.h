@@ -3,6 +3,14 @@
 #ifndef TEMPI_H
 #define TEMPI_H
 
+/* The version of TEMPI this header belongs to (meson.build checks that they agree).
+ * TEMPI_VERSION_NUMBER is MAJOR * 10000 + MINOR * 100 + PATCH, for #if. */
+#define TEMPI_VERSION_MAJOR 0
+#define TEMPI_VERSION_MINOR 1
+#define TEMPI_VERSION_PATCH 0
+#define TEMPI_VERSION "0.1.0"
+#define TEMPI_VERSION_NUMBER (TEMPI_VERSION_MAJOR * 10000 + TEMPI_VERSION_MINOR * 100 + TEMPI_VERSION_PATCH)
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -22,6 +22,28 @@ std::shared_ptr<const TypeInfo> build(MPI_Datatype type) {
   return info;
 }
 
+// A plan lives exactly as long as its type: an attribute on the type, whose delete
+// callback the MPI library runs when the type is freed by any path (TEMPI's wrapper, a
+// Fortran binding that calls PMPI_Type_free, another tool), drops it. So a handle the
+// library reuses never finds the plan of the type it named before. Predefined types
+// are never freed and carry none; duplicates do not inherit it (MPI_TYPE_NULL_COPY_FN).
+int drop_at_free(MPI_Datatype type, int, void *, void *) {
+  type_cache().drop(type);
+  return MPI_SUCCESS;
+}
+
+void watch_lifetime(MPI_Datatype type) {
+  static const int keyval = [] {
+    int k = MPI_KEYVAL_INVALID;
+    PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, drop_at_free, &k, nullptr);
+    return k;
+  }();
+  int ints = 0, addrs = 0, types = 0, combiner = MPI_COMBINER_NAMED;
+  PMPI_Type_get_envelope(type, &ints, &addrs, &types, &combiner);
+  // Set before the plan is cached: setting it again runs the delete callback first.
+  if (combiner != MPI_COMBINER_NAMED && keyval != MPI_KEYVAL_INVALID) PMPI_Type_set_attr(type, keyval, nullptr);
+}
+
 }  // namespace
 
 TypeInfo::~TypeInfo() {
@@ -35,6 +57,7 @@ std::shared_ptr<const TypeInfo> TypeCache::find(MPI_Datatype type) {
     if (it != types_.end()) return it->second;
   }
   std::shared_ptr<const TypeInfo> info = build(type);
+  watch_lifetime(type);
   std::unique_lock lock(mutex_);
   return types_.emplace(type, info).first->second;  // another thread may have won
 }

@@ -1,6 +1,7 @@
 // Plans by datatype handle, built on the first lookup of a handle (the first call
-// with a GPU buffer) and dropped at MPI_Type_commit and MPI_Type_free, so a handle
-// the MPI library reuses never finds a stale plan. Safe under MPI_THREAD_MULTIPLE.
+// with a GPU buffer) and dropped at MPI_Type_commit and when the library frees the
+// type (an attribute's delete callback, whichever call freed it), so a handle the MPI
+// library reuses never finds a stale plan. Safe under MPI_THREAD_MULTIPLE.
 #pragma once
 
 #include <mpi.h>

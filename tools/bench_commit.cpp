@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "type_cache.hpp"
+#include "help.hpp"
 
 namespace {
 
@@ -106,6 +107,12 @@ double median_us(const std::string &name, const Api &api, int reps, bool plan = 
 }  // namespace
 
 int main(int argc, char **argv) {
+  if (tempi::tools::print_help_if_asked(argc, argv,
+    "usage: bench_commit   (one rank)\n"
+    "\n"
+    "Create + commit time of datatypes with and without TEMPI (native: the PMPI_ entry points),\n"
+    "the median of 5000 samples each, and TEMPI's one-time planning cost at first use.\n"))
+    return 0;
   MPI_Init(&argc, &argv);
   const int reps = 5000;
   std::printf("create+commit, median of %d (microseconds)\n", reps);

@@ -27,6 +27,7 @@
 #include "runtime.hpp"
 #include "tempi.h"
 #include "type_cache.hpp"
+#include "help.hpp"
 
 namespace {
 
@@ -158,6 +159,16 @@ void *gpu_alloc(size_t bytes) {
 }  // namespace
 
 int main(int argc, char **argv) {
+  if (tempi::tools::print_help_if_asked(argc, argv,
+    "usage: mpiexec -n 2 bench_p2p [--csv FILE] [--max-bytes N] [--quick]\n"
+    "\n"
+    "Ping-pong of strided GPU objects between two ranks: the one-way time through TEMPI for\n"
+    "each method the MPI library allows, beside the same bytes contiguous, the MPI library\n"
+    "alone on the strided object, and the application packing on the host.\n"
+    "  --csv FILE       also write the table as CSV (docs/results/, tools/plot_bench.py)\n"
+    "  --max-bytes N    largest object (default 64 MiB)\n"
+    "  --quick          fewer shapes and sizes\n"))
+    return 0;
   tempi::tools::select_gpu_before_mpi_init();
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);

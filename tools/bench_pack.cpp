@@ -15,6 +15,7 @@
 #include <functional>
 #include <string>
 #include <vector>
+#include "help.hpp"
 
 namespace {
 
@@ -124,6 +125,14 @@ void print(const Row &r, FILE *csv) {
 }  // namespace
 
 int main(int argc, char **argv) {
+  if (tempi::tools::print_help_if_asked(argc, argv,
+    "usage: bench_pack [--csv FILE] [--quick]   (one rank, a GPU)\n"
+    "\n"
+    "MPI_Pack / MPI_Unpack of GPU objects through TEMPI against cudaMemcpyAsync of the packed\n"
+    "size, cudaMemcpy2DAsync of the same object and one copy per block; medians after warm-up.\n"
+    "  --csv FILE   also write the table as CSV (docs/results/, tools/plot_bench.py)\n"
+    "  --quick      fewer objects\n"))
+    return 0;
   MPI_Init(&argc, &argv);
   FILE *csv = nullptr;
   bool quick = false;

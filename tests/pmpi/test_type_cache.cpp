@@ -60,6 +60,29 @@ TEST_CASE("first use plans, commit and free drop", "[type_cache]") {
   CHECK(type_cache().size() == before);
 }
 
+TEST_CASE("a type freed past TEMPI's wrapper drops its plan", "[type_cache]") {
+  if (std::getenv("TEMPI_DISABLE")) return;
+  const size_t before = type_cache().size();
+  MPI_Datatype t;
+  MPI_Type_vector(4, 2, 8, MPI_FLOAT, &t);
+  MPI_Type_commit(&t);
+  type_cache().find(t);
+  CHECK(type_cache().size() == before + 1);
+  PMPI_Type_free(&t);  // as MPICH's mpi_f08 binding or another tool would
+  CHECK(type_cache().size() == before);
+  MPI_Datatype dup;  // a duplicate does not inherit the plan's lifetime attribute
+  MPI_Type_contiguous(3, MPI_INT, &t);
+  MPI_Type_commit(&t);
+  type_cache().find(t);
+  MPI_Type_dup(t, &dup);
+  type_cache().find(dup);
+  CHECK(type_cache().size() == before + 2);
+  PMPI_Type_free(&dup);
+  CHECK(type_cache().size() == before + 1);
+  MPI_Type_free(&t);
+  CHECK(type_cache().size() == before);
+}
+
 TEST_CASE("TEMPI_DISABLE makes every call pass through", "[disable]") {
   const bool disabled = std::getenv("TEMPI_DISABLE") != nullptr;
   CHECK(active() == !disabled);

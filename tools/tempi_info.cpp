@@ -1,0 +1,250 @@
+// tempi-info: what this TEMPI is and what it finds, like ompi_info or ucx_info
+// (docs/using.md, "tempi-info"); and with --check PROGRAM, whether a program holds
+// TEMPI's wrappers and in which order relative to other PMPI tools, without running it.
+#include <elf.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "config.hpp"
+#include "profile.hpp"
+#include "runtime.hpp"
+#include "tempi.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: tempi-info [--check PROGRAM]\n"
+    "\n"
+    "Without arguments (run it as a program, or under mpiexec -n 1): TEMPI's version, how it\n"
+    "was built (CUDA, GPU architectures, MPI), what it detects at run time (GPUs, whether the\n"
+    "MPI library is CUDA-aware and how that was decided), every TEMPI_* environment variable\n"
+    "with its value and where the value came from, and the performance profile in use.\n"
+    "\n"
+    "--check PROGRAM: whether PROGRAM, with the libraries it loads (LD_PRELOAD included, as\n"
+    "set now), contains TEMPI's wrappers, and for the MPI calls TEMPI wraps, which object\n"
+    "each call reaches first (TEMPI, another PMPI tool, the MPI library). Exit status: 0\n"
+    "TEMPI comes first; 1 TEMPI is absent; 2 TEMPI is there, but other code comes first\n"
+    "for some calls; 3 PROGRAM cannot be read.\n"
+    "\n"
+    "  -h, --help  this text\n";
+
+// ---- the report without arguments ------------------------------------------------------
+
+void print_build() {
+  std::printf("TEMPI %s\n", TEMPI_VERSION);
+  std::printf("build:\n");
+  std::printf("  CUDA backend:        %s\n", TEMPI_BUILD_CUDA);
+  std::printf("  GPU architectures:   %s\n", TEMPI_BUILD_GPU_ARCH);
+  std::printf("  MPI (built against): %s\n", TEMPI_BUILD_MPI);
+}
+
+void print_runtime() {
+  tempi::Backend &b = tempi::gpu_backend();
+  std::printf("run time:\n");
+  std::printf("  MPI library:         %s\n", tempi::mpi_library_name().c_str());
+  if (b.has_gpu())
+    std::printf("  GPUs:                %d (this process: %s)\n", b.device_count(), b.device_name().c_str());
+  else
+    std::printf("  GPUs:                none (TEMPI forwards every call unchanged)\n");
+  if (!tempi::active()) {
+    std::printf("  TEMPI:               not active (TEMPI_DISABLE is set)\n");
+    return;
+  }
+  std::printf("  CUDA-aware MPI:      %s (%s)\n", tempi::mpi_is_cuda_aware() ? "yes" : "no",
+              tempi::cuda_aware_source());
+  std::printf("  profile:             %s\n", tempi::profile_summary().c_str());
+}
+
+void print_environment() {
+  std::printf("environment (docs/environment.md):\n");
+  for (const tempi::Knob &k : tempi::knobs()) {
+    const char *v = std::getenv(k.name);
+    std::printf("  %-26s %-12s %s\n", k.name, v ? v : k.default_value, v ? "(from the environment)" : "(default)");
+  }
+}
+
+// ---- --check PROGRAM --------------------------------------------------------------------
+
+// The symbols an ELF file defines (its static and dynamic symbol tables) that matter here,
+// and its program interpreter.
+struct ElfFile {
+  std::string error;  // empty: read
+  std::set<std::string> defined;
+  std::string interp;
+};
+
+bool interesting(const char *name) {
+  return !std::strncmp(name, "MPI_", 4) || !std::strncmp(name, "PMPI_", 5) || !std::strncmp(name, "__wrap_MPI_", 11) ||
+         !std::strncmp(name, "tempi_", 6) || !std::strncmp(name, "mpi_", 4);
+}
+
+ElfFile read_elf(const std::string &path) {
+  ElfFile f;
+  std::ifstream in(path, std::ios::binary);
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto *eh = reinterpret_cast<const Elf64_Ehdr *>(data.data());
+  if (!in.good() && data.empty()) {
+    f.error = "cannot read " + path;
+    return f;
+  }
+  if (data.size() < sizeof(Elf64_Ehdr) || std::memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh->e_shoff + uint64_t(eh->e_shnum) * sizeof(Elf64_Shdr) > data.size() ||
+      eh->e_phoff + uint64_t(eh->e_phnum) * sizeof(Elf64_Phdr) > data.size()) {
+    f.error = path + " is not a 64-bit ELF file";
+    return f;
+  }
+  const auto *ph = reinterpret_cast<const Elf64_Phdr *>(data.data() + eh->e_phoff);
+  for (int i = 0; i < eh->e_phnum; ++i)
+    if (ph[i].p_type == PT_INTERP && ph[i].p_offset + ph[i].p_filesz <= data.size())
+      f.interp = std::string(data.data() + ph[i].p_offset, strnlen(data.data() + ph[i].p_offset, ph[i].p_filesz));
+  const auto *sh = reinterpret_cast<const Elf64_Shdr *>(data.data() + eh->e_shoff);
+  for (int i = 0; i < eh->e_shnum; ++i) {
+    if ((sh[i].sh_type != SHT_SYMTAB && sh[i].sh_type != SHT_DYNSYM) || sh[i].sh_link >= eh->e_shnum) continue;
+    const Elf64_Shdr &strtab = sh[sh[i].sh_link];
+    if (sh[i].sh_offset + sh[i].sh_size > data.size() || strtab.sh_offset + strtab.sh_size > data.size()) continue;
+    const auto *sym = reinterpret_cast<const Elf64_Sym *>(data.data() + sh[i].sh_offset);
+    for (size_t k = 0; k < sh[i].sh_size / sizeof(Elf64_Sym); ++k) {
+      const int bind = ELF64_ST_BIND(sym[k].st_info);
+      if (sym[k].st_shndx == SHN_UNDEF || (bind != STB_GLOBAL && bind != STB_WEAK) || sym[k].st_name >= strtab.sh_size)
+        continue;
+      const char *name = data.data() + strtab.sh_offset + sym[k].st_name;
+      if (interesting(name)) f.defined.insert(name);
+    }
+  }
+  return f;
+}
+
+// The shared objects PROGRAM loads, in the dynamic linker's search order (LD_PRELOAD
+// first), as the dynamic linker lists them without running the program.
+std::vector<std::string> loaded_objects(const ElfFile &program, const std::string &path, std::string &note) {
+  std::vector<std::string> objects;
+  if (program.interp.empty()) {
+    note = "a static executable: only the program itself is searched";
+    return objects;
+  }
+  const std::string command = "'" + program.interp + "' --list '" + path + "' 2>&1";
+  FILE *p = popen(command.c_str(), "r");
+  if (!p) return objects;
+  char line[4096];
+  while (std::fgets(line, sizeof line, p)) {
+    std::string s(line);
+    const size_t arrow = s.find("=> ");
+    std::string object = arrow != std::string::npos ? s.substr(arrow + 3) : s.substr(s.find_first_not_of(" \t"));
+    object = object.substr(0, object.find_first_of(" \n("));
+    if (object == "not") note += "missing: " + s.substr(s.find_first_not_of(" \t"));
+    if (!object.empty() && object[0] == '/') objects.push_back(object);
+  }
+  pclose(p);
+  return objects;
+}
+
+std::vector<std::string> wrapped_calls() {
+  return {
+#define TEMPI_WRAPPED(fn) #fn,
+#include "wrapped.def"
+#undef TEMPI_WRAPPED
+  };
+}
+
+struct Object {
+  std::string path;
+  ElfFile elf;
+  std::string role;  // what it is, in words
+  bool tempi = false;
+};
+
+std::string describe_role(const ElfFile &e, bool is_program) {
+  if (e.defined.count("tempi_archive_linked")) return "TEMPI (static archive)";
+  if (e.defined.count("tempi_preload_linked")) return "TEMPI (preload library)";
+  if (e.defined.count("PMPI_Send")) return "the MPI library";
+  if (e.defined.count("MPI_Send") || e.defined.count("MPI_Isend") || e.defined.count("MPI_Wait"))
+    return is_program ? "the program (defines MPI calls itself: a static PMPI tool)" : "a PMPI tool";
+  return "";
+}
+
+int check(const std::string &path) {
+  const ElfFile program = read_elf(path);
+  if (!program.error.empty()) {
+    std::fprintf(stderr, "tempi-info: %s\n", program.error.c_str());
+    return 3;
+  }
+  std::string note;
+  std::vector<Object> order{{path, program, describe_role(program, true), false}};
+  for (const std::string &lib : loaded_objects(program, path, note)) {
+    Object o{lib, read_elf(lib), "", false};
+    o.role = describe_role(o.elf, false);
+    order.push_back(o);
+  }
+  for (Object &o : order) o.tempi = o.role.rfind("TEMPI", 0) == 0;
+  const bool wrap_archive = program.defined.count("tempi_wrap_archive_linked") != 0;
+
+  std::printf("%s\n", path.c_str());
+  if (const char *pre = std::getenv("LD_PRELOAD")) std::printf("  LD_PRELOAD=%s\n", pre);
+  if (!note.empty()) std::printf("  (%s)\n", note.c_str());
+  std::printf("  objects that define MPI calls, in the order the dynamic linker searches them:\n");
+  for (const Object &o : order)
+    if (!o.role.empty()) std::printf("    %-28s %s\n", o.role.c_str(), o.path.c_str());
+  if (wrap_archive)
+    std::printf("  TEMPI (--wrap archive) is in the program, above what defines MPI_X: the program's own calls\n"
+                "  reach it; calls from shared libraries (Fortran bindings, other tools) do not\n");
+
+  // For each call TEMPI wraps: the first object that defines it is where calls go.
+  std::vector<std::string> ahead;
+  bool anywhere = wrap_archive;
+  for (const Object &o : order) anywhere |= o.tempi;
+  // MPICH's mpi_f08 completion calls skip MPI_Wait (TEMPI's wrap_fortran_mpich.cpp).
+  std::vector<std::string> calls = wrapped_calls();
+  calls.push_back("mpi_wait_f08_");
+  for (const std::string &call : calls) {
+    if (wrap_archive && (program.defined.count("__wrap_" + call) || program.defined.count(call))) continue;
+    for (const Object &o : order) {
+      if (!o.elf.defined.count(call)) continue;
+      if (!o.tempi) ahead.push_back(call + " (" + o.path + ")");
+      break;
+    }
+  }
+  if (!anywhere) {
+    std::printf("TEMPI is not in this program: its MPI calls go straight to the MPI library or another tool.\n");
+    return 1;
+  }
+  if (!ahead.empty()) {
+    std::printf("TEMPI is there, but %zu of the calls it wraps reach other code first:\n", ahead.size());
+    for (size_t i = 0; i < ahead.size() && i < 8; ++i) std::printf("    %s\n", ahead[i].c_str());
+    if (ahead.size() > 8) std::printf("    ... and %zu more\n", ahead.size() - 8);
+    std::printf("These reach TEMPI only if that code forwards to the next definition (dlsym(RTLD_NEXT));\n"
+                "a tool that calls PMPI_X leaves TEMPI out. Put TEMPI first (docs/using.md, \"Linking\").\n");
+    return 2;
+  }
+  std::printf("TEMPI comes first for every call it wraps.\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (first == "-h" || first == "--help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (first == "--check" && argc == 3) return check(argv[2]);
+  if (argc > 1) {
+    std::fputs(kUsage, stderr);
+    return 3;
+  }
+  MPI_Init(&argc, &argv);
+  print_build();
+  print_runtime();
+  print_environment();
+  MPI_Finalize();
+  return 0;
+}

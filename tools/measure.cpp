@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +29,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -407,11 +409,15 @@ std::string driver_version() {
   std::ifstream f("/proc/driver/nvidia/version");
   std::string line;
   if (!std::getline(f, line)) return "unknown";
+  // "NVRM version: NVIDIA UNIX [Open Kernel] Module for x86_64  570.86.15  Release Build ...":
+  // the first word after "Module" that starts with a digit.
   const size_t at = line.find("Module");
   if (at == std::string::npos) return "unknown";
-  const size_t begin = line.find_first_not_of(' ', at + 6);
-  if (begin == std::string::npos) return "unknown";
-  return line.substr(begin, line.find(' ', begin) - begin);
+  std::istringstream words(line.substr(at + 6));
+  std::string w;
+  while (words >> w)
+    if (std::isdigit(static_cast<unsigned char>(w[0]))) return w;
+  return "unknown";
 }
 
 std::string utc_now() {

@@ -20,6 +20,10 @@
 //                   the MPI library is CUDA-aware or there is no GPU
 //   persistent      the 52 calls made once as MPI_Recv_init/MPI_Send_init; each exchange
 //                   is MPI_Startall + MPI_Waitall
+//   hand-fused      (CUDA builds) what a GPU code writes without datatypes: one kernel packs
+//                   the 26 slabs into one buffer, 26 PMPI_Isend/PMPI_Irecv of contiguous
+//                   bytes (device buffers on a CUDA-aware library, else pinned host memory
+//                   the kernels write and read directly), one kernel unpacks
 //
 //   mpiexec -n P tempi_halo [--n 32] [--radius 2] [--type float] [--iters 30] ...
 //   (--help lists every option)
@@ -38,6 +42,22 @@
 #include "backend.hpp"
 #include "gpu_select.hpp"
 #include "runtime.hpp"
+
+#ifdef TEMPI_HALO_FUSED
+// tools/halo_fused_kernels.cu (0 = success, else a CUDA error code).
+namespace halo_fused {
+struct Box {
+  int start[3], sub[3];
+  long long first;
+};
+int create(const Box *boxes, int count, long long full, int elem, void **out);
+int pack(void *table, const void *grid, void *packed, void *stream);
+int unpack(void *table, void *grid, const void *packed, void *stream);
+void destroy(void *table);
+int buffer(size_t bytes, bool pinned_host, void **out);
+void release(void *p, bool pinned_host);
+}  // namespace halo_fused
+#endif
 
 namespace {
 
@@ -63,8 +83,12 @@ ElemInfo elem_info(Elem e) {
   return {Elem::Float, "float", MPI_FLOAT, 4};
 }
 
-const char *const kVariantNames[] = {"tempi", "library-alone", "host-copy", "neighbor", "neighbor-library",
-                                     "persistent"};
+const char *const kVariantNames[] = {"tempi",      "library-alone", "host-copy", "neighbor", "neighbor-library",
+                                     "persistent",
+#ifdef TEMPI_HALO_FUSED
+                                     "hand-fused"
+#endif
+};
 
 struct Options {
   int n = 32;
@@ -90,7 +114,7 @@ void usage(std::FILE *f) {
                "  --baseline-iters K  cap on warm-up and timed exchanges of the library-alone\n"
                "                      variants (default 5)\n"
                "  --variants LIST     comma-separated subset of tempi,library-alone,host-copy,neighbor,\n"
-               "                      neighbor-library,persistent (default all)\n"
+               "                      neighbor-library,persistent,hand-fused (default all)\n"
                "  --csv FILE          append one row per measured variant (header when the file is new)\n"
                "  --check             quick mode for tests: --warmup 1 --iters 2 --baseline-iters 1\n"
                "  --require-gpu       print SKIP and exit 77 when no usable GPU is present\n"
@@ -162,7 +186,7 @@ std::string parse(int argc, char **argv, Options &o) {
       for (const auto &name : o.variants)
         if (std::find(std::begin(kVariantNames), std::end(kVariantNames), name) == std::end(kVariantNames))
           return "unknown variant '" + name +
-                 "' (tempi, library-alone, host-copy, neighbor, neighbor-library, persistent)";
+                 "' (tempi, library-alone, host-copy, neighbor, neighbor-library, persistent, hand-fused)";
     } else if (a == "--csv") {
       const char *v = value();
       if (!v) return "--csv needs a file name";
@@ -187,6 +211,7 @@ int direction_index(const int d[3]) { return (d[0] + 1) * 9 + (d[1] + 1) * 3 + (
 
 struct Neighbour {
   int rank;
+  int d[3];                           // the direction (z, y, x), each -1, 0 or 1
   MPI_Datatype send_type, recv_type;  // interior slab next to side d, ghost region on side d
   int send_tag, recv_tag;             // index(d), index(-d)
 };
@@ -210,15 +235,19 @@ struct Halo {
   std::vector<Neighbour> neighbours;
 };
 
-MPI_Datatype region(const Halo &h, const int d[3], bool ghost) {
-  int sizes[3], sub[3], start[3];
+// The box of side d: the ghost region, or the interior's slab next to it.
+void box_of(const Halo &h, const int d[3], bool ghost, int start[3], int sub[3]) {
   for (int k = 0; k < 3; ++k) {
-    sizes[k] = h.full;
     sub[k] = d[k] == 0 ? h.n : h.r;
     if (d[k] == 0) start[k] = h.r;
     else if (ghost) start[k] = d[k] < 0 ? 0 : h.n + h.r;
     else start[k] = d[k] < 0 ? h.r : h.n;  // the interior's low or high r layers
   }
+}
+
+MPI_Datatype region(const Halo &h, const int d[3], bool ghost) {
+  int sizes[3] = {h.full, h.full, h.full}, sub[3], start[3];
+  box_of(h, d, ghost, start, sub);
   MPI_Datatype t;
   MPI_Type_create_subarray(3, sizes, sub, start, MPI_ORDER_C, h.elem.type, &t);
   MPI_Type_commit(&t);
@@ -236,6 +265,7 @@ void setup_halo(Halo &h) {
         for (int k = 0; k < 3; ++k) c[k] = h.coords[k] + d[k];  // MPI_Cart_rank wraps periodic dims
         Neighbour nb;
         MPI_Cart_rank(h.cart, c, &nb.rank);
+        for (int k = 0; k < 3; ++k) nb.d[k] = d[k];
         nb.send_type = region(h, d, false);
         nb.recv_type = region(h, d, true);
         nb.send_tag = direction_index(d);
@@ -404,6 +434,11 @@ struct Grid {
   std::vector<unsigned char> host_storage;  // the grid itself without a GPU
   std::vector<unsigned char> staging;       // the host-copy variant's host grid
   std::vector<MPI_Request> persistent;      // the persistent variant's 52 requests, made at first use
+  // The hand-fused variant's box table and packed buffers, made at first use.
+  void *fused_table = nullptr, *fused_send = nullptr, *fused_recv = nullptr;
+  void *fused_recv_table = nullptr;
+  bool fused_host = false;  // buffers in pinned host memory (library not CUDA-aware)
+  std::vector<int64_t> fused_offsets;  // bytes; slab i of the buffers
 
   bool upload(const std::vector<unsigned char> &src) {
     if (!on_gpu) {
@@ -492,6 +527,64 @@ bool exchange_persistent(const Halo &h, Grid &g) {
   return true;
 }
 
+#ifdef TEMPI_HALO_FUSED
+std::string fused_unavailable(const Grid &g) { return g.on_gpu ? "" : "n/a (no GPU)"; }
+
+bool fused_setup(const Halo &h, Grid &g) {
+  std::vector<halo_fused::Box> send, recv;
+  int64_t at = 0;
+  for (const auto &nb : h.neighbours) {
+    halo_fused::Box s{}, r{};
+    box_of(h, nb.d, false, s.start, s.sub);
+    box_of(h, nb.d, true, r.start, r.sub);
+    send.push_back(s);
+    recv.push_back(r);
+    g.fused_offsets.push_back(at);
+    at += int64_t(s.sub[0]) * s.sub[1] * s.sub[2] * int64_t(h.elem.bytes);
+  }
+  g.fused_offsets.push_back(at);
+  g.fused_host = !tempi::mpi_is_cuda_aware();
+  void *recv_table = nullptr;
+  bool ok = halo_fused::create(send.data(), int(send.size()), h.full, int(h.elem.bytes), &g.fused_table) == 0 &&
+            halo_fused::create(recv.data(), int(recv.size()), h.full, int(h.elem.bytes), &recv_table) == 0 &&
+            halo_fused::buffer(size_t(at), g.fused_host, &g.fused_send) == 0 &&
+            halo_fused::buffer(size_t(at), g.fused_host, &g.fused_recv) == 0;
+  g.fused_recv_table = recv_table;
+  return ok;
+}
+
+bool exchange_hand_fused(const Halo &h, Grid &g) {
+  bool ok = g.fused_table || fused_setup(h, g);
+  const double t0 = MPI_Wtime();
+  if (ok) ok = halo_fused::pack(g.fused_table, g.data, g.fused_send, nullptr) == 0;
+  MPI_Request reqs[52];
+  int k = 0;
+  char *in = static_cast<char *>(g.fused_recv), *out = static_cast<char *>(g.fused_send);
+  for (size_t i = 0; i < h.neighbours.size(); ++i) {
+    const Neighbour &nb = h.neighbours[i];
+    const int bytes = int(g.fused_offsets[i + 1] - g.fused_offsets[i]);
+    PMPI_Irecv(in + g.fused_offsets[i], bytes, MPI_BYTE, nb.rank, nb.recv_tag, h.cart, &reqs[k++]);
+  }
+  for (size_t i = 0; i < h.neighbours.size(); ++i) {
+    const Neighbour &nb = h.neighbours[i];
+    const int bytes = int(g.fused_offsets[i + 1] - g.fused_offsets[i]);
+    PMPI_Isend(out + g.fused_offsets[i], bytes, MPI_BYTE, nb.rank, nb.send_tag, h.cart, &reqs[k++]);
+  }
+  const double t1 = MPI_Wtime();
+  PMPI_Waitall(k, reqs, MPI_STATUSES_IGNORE);
+  if (ok) ok = halo_fused::unpack(g.fused_recv_table, g.data, g.fused_recv, nullptr) == 0;
+  g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
+  return ok;
+}
+
+void fused_release(Grid &g) {
+  halo_fused::destroy(g.fused_table);
+  halo_fused::destroy(g.fused_recv_table);
+  halo_fused::release(g.fused_send, g.fused_host);
+  halo_fused::release(g.fused_recv, g.fused_host);
+}
+#endif
+
 const Variant kVariants[] = {
     {"tempi", false, always, exchange_tempi},
     {"library-alone", true, library_unavailable, exchange_library_alone},
@@ -499,6 +592,9 @@ const Variant kVariants[] = {
     {"neighbor", false, always, exchange_neighbor},
     {"neighbor-library", true, library_unavailable, exchange_neighbor_library},
     {"persistent", false, always, exchange_persistent},
+#ifdef TEMPI_HALO_FUSED
+    {"hand-fused", false, fused_unavailable, exchange_hand_fused},
+#endif
 };
 
 struct Result {
@@ -749,6 +845,9 @@ int run(int argc, char **argv) {
     rc = good ? 0 : 1;
   }
   for (MPI_Request &r : grid.persistent) MPI_Request_free(&r);
+#ifdef TEMPI_HALO_FUSED
+  fused_release(grid);
+#endif
   if (grid.on_gpu && grid.data) gpu.free_device(grid.data);
   free_halo(h);
   MPI_Comm_free(&h.cart);

@@ -84,7 +84,19 @@ class Backend {
   virtual Status pack_staged(const Plan &plan, const void *typed, void *host, int64_t bytes, int64_t chunk) = 0;
   virtual Status unpack_staged(const Plan &plan, const void *host, void *typed, int64_t bytes, int64_t chunk) = 0;
 
+  // Staging from the pools. When the GPU runtime cannot allocate, the pool gives its
+  // idle buffers back and tries once more before it answers NoMemory (callers then fall
+  // back: another method, a smaller chunk, or an MPI error).
   virtual Status acquire(ScratchKind kind, size_t bytes, Scratch &out) = 0;
+
+  // Device and pinned host memory the backend holds now (pooled buffers, lent or idle,
+  // and uploaded plan data) and the most it held at once: the log at MPI_Finalize says
+  // it, and the soak test checks that it stays bounded.
+  struct MemoryUse {
+    uint64_t device_bytes = 0, device_peak = 0;
+    uint64_t pinned_bytes = 0, pinned_peak = 0;
+  };
+  virtual MemoryUse memory_use() = 0;
 
   // Issue the moves of `jobs` (all on the current device) on the calling thread's
   // stream without waiting for them; `done` completes when every one has. Work that

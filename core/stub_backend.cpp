@@ -22,6 +22,7 @@ class StubBackend final : public Backend {
   Status pack_staged(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
   Status unpack_staged(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
   Status acquire(ScratchKind, size_t, Scratch &) override { return Status::Unsupported; }
+  MemoryUse memory_use() override { return {}; }
   Status pack_async(const std::vector<MoveJob> &, Fence &) override { return Status::Unsupported; }
   Status unpack_async(const std::vector<MoveJob> &, Fence &) override { return Status::Unsupported; }
   bool query(const Fence &) override { return true; }

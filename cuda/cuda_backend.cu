@@ -296,6 +296,8 @@ class CudaBackend final : public Backend {
     return Status::Ok;
   }
 
+  MemoryUse memory_use() override { return buffer_memory_use(); }
+
   int device_count() override {
     int n = 0;
     if (!has_gpu() || cudaGetDeviceCount(&n) != cudaSuccess) return 0;

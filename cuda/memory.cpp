@@ -42,12 +42,29 @@ Event::~Event() {
   if (e_) cudaEventDestroy(e_);
 }
 
+namespace {
+
+// Bytes held in Buffers now, and the most at once, by kind (device, pinned).
+std::atomic<uint64_t> g_held[2];
+std::atomic<uint64_t> g_peak[2];
+
+void count_allocation(Buffer::Kind kind, size_t bytes) {
+  const int k = kind == Buffer::Kind::Device ? 0 : 1;
+  const uint64_t now = g_held[k].fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  uint64_t peak = g_peak[k].load(std::memory_order_relaxed);
+  while (now > peak && !g_peak[k].compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
 Status Buffer::allocate(Kind kind, size_t bytes, Buffer &out) {
   void *p = nullptr;
   if (kind == Kind::Device)
     TEMPI_CUDA(cudaMalloc(&p, bytes));
   else
     TEMPI_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  count_allocation(kind, bytes);
   out = Buffer();
   out.kind_ = kind;
   out.ptr_ = p;
@@ -57,10 +74,20 @@ Status Buffer::allocate(Kind kind, size_t bytes, Buffer &out) {
 
 Buffer::~Buffer() {
   if (!ptr_) return;
+  g_held[kind_ == Kind::Device ? 0 : 1].fetch_sub(bytes_, std::memory_order_relaxed);
   if (kind_ == Kind::Device)
     cudaFree(ptr_);
   else
     cudaFreeHost(ptr_);
+}
+
+Backend::MemoryUse buffer_memory_use() {
+  Backend::MemoryUse u;
+  u.device_bytes = g_held[0].load(std::memory_order_relaxed);
+  u.device_peak = g_peak[0].load(std::memory_order_relaxed);
+  u.pinned_bytes = g_held[1].load(std::memory_order_relaxed);
+  u.pinned_peak = g_peak[1].load(std::memory_order_relaxed);
+  return u;
 }
 
 static size_t size_class(size_t bytes) {
@@ -81,9 +108,28 @@ Status BufferPool::acquire(size_t bytes, Lease &out) {
     }
   }
   Buffer b;
-  TEMPI_TRY(Buffer::allocate(kind_, size_t(1) << c, b));
+  if (Buffer::allocate(kind_, size_t(1) << c, b) != Status::Ok) {
+    // The pool's idle buffers (of every size) may be what the runtime is missing: give
+    // them back and try once more before the caller falls back.
+    if (release_idle() == 0) return Status::NoMemory;
+    TEMPI_TRY(Buffer::allocate(kind_, size_t(1) << c, b));
+  }
   out = Lease(this, std::move(b));
   return Status::Ok;
+}
+
+size_t BufferPool::release_idle() {
+  std::vector<std::vector<Buffer>> idle;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle.swap(free_);
+  }
+  size_t bytes = 0;
+  for (const auto &c : idle)
+    for (const Buffer &b : c) bytes += b.size();
+  if (bytes) TEMPI_LOG(Warn, "out of %s memory: released %zu idle pooled bytes to try again",
+                       kind_ == Buffer::Kind::Device ? "device" : "pinned host", bytes);
+  return bytes;
 }
 
 void BufferPool::give_back(Buffer b) {

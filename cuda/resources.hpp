@@ -98,10 +98,14 @@ class BufferPool {
   };
 
   explicit BufferPool(Buffer::Kind kind) : kind_(kind) {}
+  // A buffer of at least `bytes`; NoMemory when none can be had even after the pool's
+  // idle buffers were freed.
   Status acquire(size_t bytes, Lease &out);
 
  private:
   void give_back(Buffer b);
+  // Frees every idle buffer; returns their bytes.
+  size_t release_idle();
   // Kept per size class: at least 4 buffers, and as many as fit in 64 MiB, so that the
   // tens of messages of one halo exchange (each with its staging) reuse their buffers
   // at the next exchange instead of paying cudaHostAlloc / cudaMalloc each time.
@@ -117,6 +121,9 @@ class BufferPool {
 // user buffer's GPU current first). Devices past kMaxDevices share slot 0's.
 constexpr int kMaxDevices = 64;
 int current_device();
+
+// Device and pinned bytes held in Buffers (pooled and uploaded plan data), and their peaks.
+Backend::MemoryUse buffer_memory_use();
 
 BufferPool &device_pool();  // the current device's
 BufferPool &pinned_pool();  // portable: one for all devices

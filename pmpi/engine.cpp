@@ -86,7 +86,7 @@ void Engine::issue_locked() {
         s->packed = done;
       } else {
         s->state = DeferredSend::State::Failed;
-        s->error = raise_error(s->comm, MPI_ERR_INTERN, "%s: packing GPU data (%s method) failed: %s", s->call,
+        s->error = raise_error(s->comm, error_class_of(st), "%s: packing GPU data (%s method) failed: %s", s->call,
                                to_string(s->transfer.method), to_string(st));
       }
     }
@@ -115,7 +115,7 @@ void Engine::post_ready_locked(bool wait) {
         ready = true;
         if (st != Status::Ok) {
           s.state = DeferredSend::State::Failed;
-          s.error = raise_error(s.comm, MPI_ERR_INTERN, "%s: packing GPU data (%s method) failed: %s", s.call,
+          s.error = raise_error(s.comm, error_class_of(st), "%s: packing GPU data (%s method) failed: %s", s.call,
                                 to_string(s.transfer.method), to_string(st));
         }
       }

@@ -19,4 +19,6 @@ int raise_error(MPI_Comm comm, int error_class, const char *fmt, ...) {
   return error_class;
 }
 
+int error_class_of(Status st) { return st == Status::NoMemory ? MPI_ERR_NO_MEM : MPI_ERR_INTERN; }
+
 }  // namespace tempi

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 
 #include "errors.hpp"
 #include "local_work.hpp"
 #include "forward.hpp"
 #include "log.hpp"
 #include "runtime.hpp"
+#include "validate.hpp"
 
 namespace tempi {
 
@@ -75,18 +77,25 @@ struct Decision {
   Transfer transfer{Method::Staged, 0};
 };
 
-// Whether TEMPI moves this buffer, and how.
-Decision decide(const void *buf, int count, MPI_Datatype type, int peer, bool batched) {
-  Decision d;
-  if (!active() || count <= 0 || peer == MPI_PROC_NULL || type == MPI_DATATYPE_NULL || !is_gpu_data(buf)) return d;
+// Whether TEMPI moves this buffer, and how (d.info null: pass the user's arguments
+// through). Returns an MPI error code: the arguments of GPU data are checked here,
+// before any GPU work (validate.hpp). Empty messages and MPI_PROC_NULL go to the MPI
+// library as they are, which checks them without touching the buffer.
+int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive, bool batched, MPI_Comm comm,
+           const char *call, Decision &d) {
+  if (!active() || count == 0 || peer == MPI_PROC_NULL || !is_gpu_data(buf)) return MPI_SUCCESS;
+  std::shared_ptr<const TypeInfo> info;
+  if (const int err = check_comm(comm, call)) return err;
+  if (const int err = check_count(comm, call, count)) return err;
+  if (const int err = check_datatype(comm, call, type, info)) return err;
+  if (const int err = check_rank(comm, call, peer, receive)) return err;
   settle_other_threads();
-  std::shared_ptr<const TypeInfo> info = type_cache().find(type);
-  if (info->size == 0) return d;
+  if (info->size == 0) return MPI_SUCCESS;
   const bool aware = mpi_is_cuda_aware();
   if (!info->plan) {
     if (!aware) d.info = std::move(info);  // the MPI library cannot read GPU memory: copy the region
     else if (local_work().pending()) local_work().settle();  // the library reads the buffer itself
-    return d;
+    return MPI_SUCCESS;
   }
   d.plan = info->plan->for_count(count);
   const Method requested = requested_method();
@@ -95,15 +104,39 @@ Decision decide(const void *buf, int count, MPI_Datatype type, int peer, bool ba
   // The device method on one contiguous run needs no packing: the MPI library reads the buffer.
   if (d.transfer.method == Method::Device && d.plan.contiguous()) {
     if (local_work().pending()) local_work().settle();
-    return d;
+    return MPI_SUCCESS;
   }
   d.info = std::move(info);
   d.plannable = true;
-  return d;
+  return MPI_SUCCESS;
+}
+
+// Host memory for staging when no pinned memory can be had: ordinary (pageable) memory,
+// which the copy engines reach (the staged method) but kernels do not.
+Status acquire_pageable(size_t bytes, Scratch &out) {
+  void *p = std::malloc(bytes ? bytes : 1);
+  if (!p) return Status::NoMemory;
+  out.ptr = p;
+  out.owner = std::shared_ptr<void>(p, [](void *q) { std::free(q); });
+  return Status::Ok;
+}
+
+// Host staging for `bytes`: pinned memory, else pageable memory (said once per call).
+int acquire_host_staging(int64_t bytes, MPI_Comm comm, const char *call, Scratch &out, bool &pageable) {
+  pageable = false;
+  if (gpu_backend().acquire(ScratchKind::Pinned, size_t(bytes), out) == Status::Ok) return MPI_SUCCESS;
+  pageable = true;
+  if (acquire_pageable(size_t(bytes), out) == Status::Ok) {
+    TEMPI_LOG(Warn, "%s: no pinned host memory for %lld bytes; staging through pageable memory", call,
+              (long long)bytes);
+    return MPI_SUCCESS;
+  }
+  return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in host memory", call, (long long)bytes);
 }
 
 // Staging for `bytes`: device memory for the device method, else pinned host memory.
-// Without device memory the one-shot method needs none.
+// Without device memory the one-shot method needs none; without pinned memory the
+// staged method copies to and from pageable memory.
 int acquire_staging(Transfer &t, int64_t bytes, MPI_Comm comm, const char *call, Scratch &out) {
   Backend &b = gpu_backend();
   if (t.method == Method::Device) {
@@ -111,10 +144,9 @@ int acquire_staging(Transfer &t, int64_t bytes, MPI_Comm comm, const char *call,
     TEMPI_LOG(Warn, "%s: no device memory for %lld packed bytes; using the one-shot method", call, (long long)bytes);
     t = {Method::OneShot, bytes};
   }
-  const Status st = b.acquire(ScratchKind::Pinned, size_t(bytes), out);
-  if (st != Status::Ok)
-    return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in pinned host memory: %s", call,
-                       (long long)bytes, to_string(st));
+  bool pageable = false;
+  if (const int err = acquire_host_staging(bytes, comm, call, out, pageable)) return err;
+  if (pageable && t.method != Method::Staged) t = {Method::Staged, bytes};
   return MPI_SUCCESS;
 }
 
@@ -139,8 +171,9 @@ int plan_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm 
   out.buf = buf;
   out.count = count;
   out.type = type;
-  Decision d = decide(buf, count, type, peer, batched);
   sp.kind = SendPlan::Kind::PassThrough;
+  Decision d;
+  if (const int err = decide(buf, count, type, peer, false, batched, comm, call, d)) return err;
   if (!d.info) return MPI_SUCCESS;
   Backend &b = gpu_backend();
   const OnDeviceOf on_its_gpu(buf);  // device staging comes from this GPU's pool
@@ -148,9 +181,8 @@ int plan_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm 
   if (!d.plannable) {  // the whole region goes to the host; the MPI library packs it
     int64_t lo, bytes;
     span_of(count, type, lo, bytes);
-    if (b.acquire(ScratchKind::Pinned, size_t(bytes), out.staging) != Status::Ok)
-      return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in pinned host memory", call,
-                         (long long)bytes);
+    bool pageable = false;
+    if (const int err = acquire_host_staging(bytes, comm, call, out.staging, pageable)) return err;
     sp.kind = SendPlan::Kind::Region;
     sp.region_lo = lo;
     sp.region_bytes = bytes;
@@ -168,13 +200,6 @@ int plan_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm 
   return wire_type(bytes, comm, out.count, out.type, out.wire_type);
 }
 
-int prepare_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
-                 Outgoing &out) {
-  SendPlan sp;
-  if (const int err = plan_send(buf, count, type, peer, comm, call, sp, out)) return err;
-  return fill_staging(buf, sp, out, comm, call);
-}
-
 int fill_staging(const void *buf, const SendPlan &sp, Outgoing &out, MPI_Comm comm, const char *call) {
   if (sp.kind == SendPlan::Kind::PassThrough) return MPI_SUCCESS;
   Backend &b = gpu_backend();
@@ -182,7 +207,7 @@ int fill_staging(const void *buf, const SendPlan &sp, Outgoing &out, MPI_Comm co
   if (sp.kind == SendPlan::Kind::Region) {
     const Status st = b.copy(out.staging.ptr, static_cast<const char *>(buf) + sp.region_lo, size_t(sp.region_bytes));
     if (st != Status::Ok)
-      return raise_error(comm, MPI_ERR_INTERN, "%s: copying GPU data to the host failed: %s", call, to_string(st));
+      return raise_error(comm, error_class_of(st), "%s: copying GPU data to the host failed: %s", call, to_string(st));
     return MPI_SUCCESS;
   }
   const int64_t bytes = sp.plan.packed_size();
@@ -198,7 +223,7 @@ int fill_staging(const void *buf, const SendPlan &sp, Outgoing &out, MPI_Comm co
       st = b.pack_accessible(sp.plan, buf, out.staging.ptr, 0, bytes);
   }
   if (st != Status::Ok)
-    return raise_error(comm, MPI_ERR_INTERN, "%s: packing GPU data (%s method) failed: %s", call,
+    return raise_error(comm, error_class_of(st), "%s: packing GPU data (%s method) failed: %s", call,
                        to_string(sp.transfer.method), to_string(st));
   return MPI_SUCCESS;
 }
@@ -210,20 +235,20 @@ int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm com
   in.type = type;
   in.comm = comm;
   in.user = buf;
-  Decision d = decide(buf, count, type, peer, batched);
+  Decision d;
+  if (const int err = decide(buf, count, type, peer, true, batched, comm, call, d)) return err;
   if (!d.info) return MPI_SUCCESS;
   Backend &b = gpu_backend();
   const OnDeviceOf on_its_gpu(buf);
 
   if (!d.plannable) {  // the MPI library unpacks into a host copy of the region, which goes back whole
     span_of(count, type, in.region_lo, in.region_bytes);
-    if (b.acquire(ScratchKind::Pinned, size_t(in.region_bytes), in.staging) != Status::Ok)
-      return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in pinned host memory", call,
-                         (long long)in.region_bytes);
+    bool pageable = false;
+    if (const int err = acquire_host_staging(in.region_bytes, comm, call, in.staging, pageable)) return err;
     // The copy keeps the bytes between the type's blocks, which the copy back rewrites.
     if (const Status st = b.copy(in.staging.ptr, static_cast<char *>(buf) + in.region_lo, size_t(in.region_bytes));
         st != Status::Ok)
-      return raise_error(comm, MPI_ERR_INTERN, "%s: copying GPU data to the host failed: %s", call, to_string(st));
+      return raise_error(comm, error_class_of(st), "%s: copying GPU data to the host failed: %s", call, to_string(st));
     in.buf = static_cast<char *>(in.staging.ptr) - in.region_lo;
     in.after = Incoming::After::CopyBack;
     return MPI_SUCCESS;
@@ -253,7 +278,7 @@ bool has_data_to_move(Incoming &in, const MPI_Status &status, int err) {
 }
 
 int unpack_failed(const Incoming &in, Status st) {
-  return raise_error(in.comm, MPI_ERR_INTERN, "moving received data to the GPU (%s method) failed: %s",
+  return raise_error(in.comm, error_class_of(st), "moving received data to the GPU (%s method) failed: %s",
                      to_string(in.transfer.method), to_string(st));
 }
 

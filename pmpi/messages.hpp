@@ -66,10 +66,6 @@ int plan_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm 
 // Moves a planned send's data into its staging (completes before returning).
 int fill_staging(const void *buf, const SendPlan &sp, Outgoing &out, MPI_Comm comm, const char *call);
 
-// plan_send, then fill_staging.
-int prepare_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
-                 Outgoing &out);
-
 // The arguments to give the MPI library for a receive, and what to do once it completed.
 struct Incoming {
   void *buf = nullptr;

@@ -14,6 +14,7 @@
 #include "profile.hpp"
 #include "requests.hpp"
 #include "type_cache.hpp"
+#include "validate.hpp"
 
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // Open MPI's MPIX_Query_cuda_support
@@ -65,6 +66,16 @@ void stop_at_finalize_of_mpi() {
     TEMPI_LOG(Warn, "cannot attach to MPI_COMM_SELF: requests freed while in flight are not finished at MPI_Finalize");
 }
 
+// What a long run must keep bounded (the soak test checks it): the plan cache and the
+// staging memory held by the backend's pools, at their highest.
+void log_high_water_marks() {
+  if (!log_enabled(LogLevel::Info)) return;
+  const Backend::MemoryUse m = gpu_backend().memory_use();
+  log(LogLevel::Info, "plan cache: at most %zu types; device memory held: at most %llu bytes, %llu now; pinned host "
+      "memory held: at most %llu bytes, %llu now", type_cache().peak(), (unsigned long long)m.device_peak,
+      (unsigned long long)m.device_bytes, (unsigned long long)m.pinned_peak, (unsigned long long)m.pinned_bytes);
+}
+
 void initialize() {
   if (config().disabled) return;  // every call forwards
   int initialized = 0;
@@ -93,9 +104,11 @@ void stop() {
   gpu_sharing().leave();
   TEMPI_LOG(Info, "%llu GPU synchronizations in this process",
             static_cast<unsigned long long>(gpu_backend().synchronizations()));
+  log_high_water_marks();
   g_active = false;
   g_finalized = true;
   type_cache().clear();
+  release_quiet_comm();
 }
 
 }  // namespace
@@ -109,7 +122,6 @@ bool active() {
   std::call_once(g_init_once, initialize);
   return g_active.load(std::memory_order_acquire);
 }
-
 
 bool mpi_is_cuda_aware() { return g_cuda_aware; }
 

@@ -1,11 +1,13 @@
 #include "type_cache.hpp"
 
+#include <algorithm>
 #include <mutex>
 
 #include "backend.hpp"
 #include "describe.hpp"
 #include "log.hpp"
 #include "type_plan.hpp"
+#include "validate.hpp"
 
 namespace tempi {
 
@@ -13,6 +15,8 @@ namespace {
 
 std::shared_ptr<const TypeInfo> build(MPI_Datatype type) {
   auto info = std::make_shared<TypeInfo>();
+  info->committed = library_accepts(type);
+  if (!info->committed) return info;  // an error for the caller to raise: nothing to plan
   const TypeDesc desc = describe(type);
   info->size = desc.size;
   info->plan = plan_type(desc);
@@ -57,9 +61,12 @@ std::shared_ptr<const TypeInfo> TypeCache::find(MPI_Datatype type) {
     if (it != types_.end()) return it->second;
   }
   std::shared_ptr<const TypeInfo> info = build(type);
+  if (!info->committed) return info;
   watch_lifetime(type);
   std::unique_lock lock(mutex_);
-  return types_.emplace(type, info).first->second;  // another thread may have won
+  const auto kept = types_.emplace(type, info).first->second;  // another thread may have won
+  peak_ = std::max(peak_, types_.size());
+  return kept;
 }
 
 void TypeCache::drop(MPI_Datatype type) {
@@ -83,6 +90,11 @@ void TypeCache::clear() {
 size_t TypeCache::size() {
   std::shared_lock lock(mutex_);
   return types_.size();
+}
+
+size_t TypeCache::peak() {
+  std::shared_lock lock(mutex_);
+  return peak_;
 }
 
 TypeCache &type_cache() {

@@ -18,20 +18,25 @@ namespace tempi {
 struct TypeInfo {
   std::optional<Plan> plan;  // empty: TEMPI does not accelerate this type
   int64_t size = 0;          // MPI_Type_size
+  bool committed = true;     // the MPI library accepts it for communication (validate.hpp)
   // Device-side plan data goes with the last user (a call in flight may outlive MPI_Type_free).
   ~TypeInfo();
 };
 
 class TypeCache {
  public:
-  std::shared_ptr<const TypeInfo> find(MPI_Datatype type);  // plans on a miss
+  // Plans on a miss. A type that is not committed is described but not kept, so that
+  // its commit (even one that bypasses TEMPI) is seen at the next lookup.
+  std::shared_ptr<const TypeInfo> find(MPI_Datatype type);
   void drop(MPI_Datatype type);
   void clear();
   size_t size();  // cached types (for tests and diagnostics)
+  size_t peak();  // the most types cached at once (the log at MPI_Finalize, the soak test)
 
  private:
   std::shared_mutex mutex_;
   std::unordered_map<MPI_Datatype, std::shared_ptr<const TypeInfo>> types_;
+  size_t peak_ = 0;
 };
 
 TypeCache &type_cache();

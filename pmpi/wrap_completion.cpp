@@ -22,12 +22,20 @@
 #include "persistent.hpp"
 #include "requests.hpp"
 #include "runtime.hpp"
+#include "validate.hpp"
 
 namespace tempi {
 
 namespace {
 
 bool tracking() { return active() && !requests().empty(); }
+
+// Whether TEMPI takes part in a completion call: it tracks requests, and the call's
+// arrays and outputs are there (else the MPI library reports the bad argument, touching
+// no request).
+bool tracking(int count, const MPI_Request *requests_, std::initializer_list<const void *> outputs = {}) {
+  return tracking() && completion_args_present(count, requests_, outputs);
+}
 
 class Completion {
  public:
@@ -188,7 +196,7 @@ using namespace tempi;
 extern "C" {
 
 int TEMPI_WRAPPER(MPI_Wait)(MPI_Request *request, MPI_Status *status) {
-  if (!tracking()) return TEMPI_NEXT(MPI_Wait)(request, status);
+  if (!tracking(1, request)) return TEMPI_NEXT(MPI_Wait)(request, status);
   Completion c(1, request);
   if (!c.any()) return TEMPI_NEXT(MPI_Wait)(request, status);
   MPI_Status local;
@@ -199,7 +207,7 @@ int TEMPI_WRAPPER(MPI_Wait)(MPI_Request *request, MPI_Status *status) {
 }
 
 int TEMPI_WRAPPER(MPI_Test)(MPI_Request *request, int *flag, MPI_Status *status) {
-  if (!tracking()) return TEMPI_NEXT(MPI_Test)(request, flag, status);
+  if (!tracking(1, request, {flag})) return TEMPI_NEXT(MPI_Test)(request, flag, status);
   Completion c(1, request);
   if (!c.any()) return TEMPI_NEXT(MPI_Test)(request, flag, status);
   MPI_Status local;
@@ -210,7 +218,7 @@ int TEMPI_WRAPPER(MPI_Test)(MPI_Request *request, int *flag, MPI_Status *status)
 }
 
 int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status statuses[]) {
-  if (!tracking()) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
+  if (!tracking(count, requests_)) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
   Completion c(count, requests_);
   if (!c.any()) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
   std::vector<MPI_Status> local;
@@ -221,7 +229,7 @@ int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status st
 }
 
 int TEMPI_WRAPPER(MPI_Testall)(int count, MPI_Request requests_[], int *flag, MPI_Status statuses[]) {
-  if (!tracking()) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
+  if (!tracking(count, requests_, {flag})) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
   Completion c(count, requests_);
   if (!c.any()) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
   std::vector<MPI_Status> local;
@@ -233,7 +241,7 @@ int TEMPI_WRAPPER(MPI_Testall)(int count, MPI_Request requests_[], int *flag, MP
 }
 
 int TEMPI_WRAPPER(MPI_Waitany)(int count, MPI_Request requests_[], int *index, MPI_Status *status) {
-  if (!tracking()) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
+  if (!tracking(count, requests_, {index})) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
   Completion c(count, requests_);
   if (!c.any()) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
   MPI_Status local;
@@ -249,7 +257,8 @@ int TEMPI_WRAPPER(MPI_Waitany)(int count, MPI_Request requests_[], int *index, M
 }
 
 int TEMPI_WRAPPER(MPI_Testany)(int count, MPI_Request requests_[], int *index, int *flag, MPI_Status *status) {
-  if (!tracking()) return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
+  if (!tracking(count, requests_, {index, flag}))
+    return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
   Completion c(count, requests_);
   if (!c.any()) return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
   MPI_Status local;
@@ -267,7 +276,8 @@ int TEMPI_WRAPPER(MPI_Testany)(int count, MPI_Request requests_[], int *index, i
 
 int TEMPI_WRAPPER(MPI_Waitsome)(int incount, MPI_Request requests_[], int *outcount, int indices[],
                                 MPI_Status statuses[]) {
-  if (!tracking()) return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
+  if (!tracking(incount, requests_, {outcount, indices}))
+    return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
   Completion c(incount, requests_);
   if (!c.any()) return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
   std::vector<MPI_Status> local;
@@ -281,7 +291,8 @@ int TEMPI_WRAPPER(MPI_Waitsome)(int incount, MPI_Request requests_[], int *outco
 
 int TEMPI_WRAPPER(MPI_Testsome)(int incount, MPI_Request requests_[], int *outcount, int indices[],
                                 MPI_Status statuses[]) {
-  if (!tracking()) return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
+  if (!tracking(incount, requests_, {outcount, indices}))
+    return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
   Completion c(incount, requests_);
   if (!c.any()) return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
   std::vector<MPI_Status> local;
@@ -294,7 +305,7 @@ int TEMPI_WRAPPER(MPI_Testsome)(int incount, MPI_Request requests_[], int *outco
 }
 
 int TEMPI_WRAPPER(MPI_Request_get_status)(MPI_Request request, int *flag, MPI_Status *status) {
-  if (!tracking()) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
+  if (!tracking(1, &request, {flag})) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
   Completion c(1, &request);  // the handle is a copy: the request stays live and goes back
   if (!c.any()) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
   MPI_Status local;
@@ -308,7 +319,7 @@ int TEMPI_WRAPPER(MPI_Request_get_status)(MPI_Request request, int *flag, MPI_St
 }
 
 int TEMPI_WRAPPER(MPI_Request_free)(MPI_Request *request) {
-  if (!tracking()) return TEMPI_NEXT(MPI_Request_free)(request);
+  if (!tracking(1, request)) return TEMPI_NEXT(MPI_Request_free)(request);
   std::unique_ptr<Pending> p = requests().take(*request);
   if (!p) return TEMPI_NEXT(MPI_Request_free)(request);
   // An inactive persistent request has nothing in flight: it goes with its entry.

@@ -12,6 +12,7 @@
 #include "requests.hpp"
 #include "config.hpp"
 #include "runtime.hpp"
+#include "validate.hpp"
 
 namespace tempi {
 
@@ -19,11 +20,20 @@ namespace {
 
 using SendFn = int (*)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
 
+// The tag of a message TEMPI moves, checked before its GPU work (validate.hpp): the
+// MPI library sees it only afterwards.
+int check_tag_if(bool ours, MPI_Comm comm, const char *call, int tag, bool receive) {
+  return ours ? check_tag(comm, call, tag, receive) : MPI_SUCCESS;
+}
+
 int send_with(SendFn next, const char *call, const void *buf, int count, MPI_Datatype type, int dest, int tag,
               MPI_Comm comm) {
   flush_sends();
+  SendPlan sp;
   Outgoing out;
-  if (const int err = prepare_send(buf, count, type, dest, comm, call, out)) return err;
+  if (const int err = plan_send(buf, count, type, dest, comm, call, sp, out)) return err;
+  if (const int err = check_tag_if(sp.kind != SendPlan::Kind::PassThrough, comm, call, tag, false)) return err;
+  if (const int err = fill_staging(buf, sp, out, comm, call)) return err;
   return next(out.buf, out.count, out.type, dest, tag, comm);
 }
 
@@ -33,10 +43,13 @@ int isend_with(IsendFn next, const char *call, const void *buf, int count, MPI_D
   SendPlan sp;
   Outgoing out;
   if (const int err = plan_send(buf, count, type, dest, comm, call, sp, out, !config().eager_sends)) return err;
+  if (const int err = check_tag_if(sp.kind != SendPlan::Kind::PassThrough, comm, call, tag, false)) return err;
   // Deferred sends keep their order among themselves (the engine posts in start order);
   // any other send waits for earlier deferred ones to the same destination.
-  if (sp.kind == SendPlan::Kind::Pack && !config().eager_sends)
+  if (sp.kind == SendPlan::Kind::Pack && !config().eager_sends) {
+    if (const int err = check_not_null(comm, call, request, "the request argument")) return err;
     return start_deferred_send(next, call, buf, sp, out, dest, tag, comm, request);
+  }
   engine().before_send(comm, dest);
   if (const int err = fill_staging(buf, sp, out, comm, call)) return err;
   if (!out.staging.owner) return next(out.buf, out.count, out.type, dest, tag, comm, request);
@@ -111,6 +124,7 @@ int TEMPI_WRAPPER(MPI_Recv)(void *buf, int count, MPI_Datatype type, int source,
   Incoming in;
   if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Recv", in)) return err;
   if (in.after == Incoming::After::Nothing) return TEMPI_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
+  if (const int err = check_tag(comm, "MPI_Recv", tag, true)) return err;
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   const int err = TEMPI_NEXT(MPI_Recv)(in.buf, in.count, in.type, source, tag, comm, st);
@@ -124,6 +138,7 @@ int TEMPI_WRAPPER(MPI_Irecv)(void *buf, int count, MPI_Datatype type, int source
   if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Irecv", in, true)) return err;
   if (in.after == Incoming::After::Nothing)
     return TEMPI_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, request);
+  if (const int err = check_tag(comm, "MPI_Irecv", tag, true)) return err;
   return track_recv(in, request, TEMPI_NEXT(MPI_Irecv)(in.buf, in.count, in.type, source, tag, comm, request));
 }
 
@@ -131,10 +146,16 @@ int TEMPI_WRAPPER(MPI_Sendrecv)(const void *sendbuf, int sendcount, MPI_Datatype
                                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                                 MPI_Comm comm, MPI_Status *status) {
   flush_sends();
+  SendPlan sp;
   Outgoing out;
   Incoming in;
-  if (const int err = prepare_send(sendbuf, sendcount, sendtype, dest, comm, "MPI_Sendrecv", out)) return err;
+  if (const int err = plan_send(sendbuf, sendcount, sendtype, dest, comm, "MPI_Sendrecv", sp, out)) return err;
+  if (const int err = check_tag_if(sp.kind != SendPlan::Kind::PassThrough, comm, "MPI_Sendrecv", sendtag, false))
+    return err;
   if (const int err = prepare_recv(recvbuf, recvcount, recvtype, source, comm, "MPI_Sendrecv", in)) return err;
+  if (const int err = check_tag_if(in.after != Incoming::After::Nothing, comm, "MPI_Sendrecv", recvtag, true))
+    return err;
+  if (const int err = fill_staging(sendbuf, sp, out, comm, "MPI_Sendrecv")) return err;
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   const int err = TEMPI_NEXT(MPI_Sendrecv)(out.buf, out.count, out.type, dest, sendtag, in.buf, in.count, in.type,
@@ -145,12 +166,17 @@ int TEMPI_WRAPPER(MPI_Sendrecv)(const void *sendbuf, int sendcount, MPI_Datatype
 int TEMPI_WRAPPER(MPI_Sendrecv_replace)(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source,
                                         int recvtag, MPI_Comm comm, MPI_Status *status) {
   flush_sends();
+  SendPlan sp;
   Outgoing out;
   Incoming in;
-  if (const int err = prepare_send(buf, count, type, dest, comm, "MPI_Sendrecv_replace", out)) return err;
-  if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Sendrecv_replace", in)) return err;
-  if (!out.staging.owner && in.after == Incoming::After::Nothing)
+  const char *call = "MPI_Sendrecv_replace";
+  if (const int err = plan_send(buf, count, type, dest, comm, call, sp, out)) return err;
+  if (const int err = prepare_recv(buf, count, type, source, comm, call, in)) return err;
+  if (sp.kind == SendPlan::Kind::PassThrough && in.after == Incoming::After::Nothing)
     return TEMPI_NEXT(MPI_Sendrecv_replace)(buf, count, type, dest, sendtag, source, recvtag, comm, status);
+  if (const int err = check_tag_if(sp.kind != SendPlan::Kind::PassThrough, comm, call, sendtag, false)) return err;
+  if (const int err = check_tag_if(in.after != Incoming::After::Nothing, comm, call, recvtag, true)) return err;
+  if (const int err = fill_staging(buf, sp, out, comm, call)) return err;
   // The packed bytes left the user's buffer, so send and receive no longer share one.
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -161,6 +187,7 @@ int TEMPI_WRAPPER(MPI_Sendrecv_replace)(void *buf, int count, MPI_Datatype type,
 
 // A matched message has no communicator argument: TEMPI's own errors go to MPI_COMM_WORLD.
 int TEMPI_WRAPPER(MPI_Mrecv)(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Status *status) {
+  if (!message) return TEMPI_NEXT(MPI_Mrecv)(buf, count, type, message, status);  // the library reports it
   flush_sends();
   Incoming in;
   const int peer = *message == MPI_MESSAGE_NO_PROC ? MPI_PROC_NULL : 0;
@@ -173,6 +200,7 @@ int TEMPI_WRAPPER(MPI_Mrecv)(void *buf, int count, MPI_Datatype type, MPI_Messag
 }
 
 int TEMPI_WRAPPER(MPI_Imrecv)(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Request *request) {
+  if (!message) return TEMPI_NEXT(MPI_Imrecv)(buf, count, type, message, request);  // the library reports it
   engine().poll();
   Incoming in;
   const int peer = *message == MPI_MESSAGE_NO_PROC ? MPI_PROC_NULL : 0;

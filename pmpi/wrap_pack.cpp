@@ -11,6 +11,7 @@
 
 #include <vector>
 #include "type_cache.hpp"
+#include "validate.hpp"
 
 namespace tempi {
 
@@ -43,11 +44,20 @@ bool defer_move(const std::shared_ptr<const TypeInfo> &info, const Plan &plan, c
   return true;
 }
 
-// Arguments MPI would reject; checked here because the MPI library never sees them.
-int check_args(MPI_Comm comm, const char *call, int count, MPI_Datatype type, const int *position) {
-  if (count < 0) return raise_error(comm, MPI_ERR_COUNT, "%s: negative count %d", call, count);
-  if (type == MPI_DATATYPE_NULL) return raise_error(comm, MPI_ERR_TYPE, "%s: MPI_DATATYPE_NULL", call);
-  if (!position) return raise_error(comm, MPI_ERR_ARG, "%s: position is NULL", call);
+// Arguments MPI would reject, checked here because the MPI library never sees them
+// (validate.hpp), in MPICH's order: the communicator, the count, the datatype, the byte
+// size, position, and a null buffer where there is data. On success `info` is the type's.
+int check_args(MPI_Comm comm, const char *call, int count, MPI_Datatype type, int bytes, const char *bytes_name,
+               const int *position, const void *typed, const void *packed, std::shared_ptr<const TypeInfo> &info) {
+  if (const int err = check_comm(comm, call)) return err;
+  if (const int err = check_count(comm, call, count)) return err;
+  if (const int err = check_datatype(comm, call, type, info)) return err;
+  if (const int err = check_size(comm, call, bytes, bytes_name)) return err;
+  if (const int err = check_not_null(comm, call, position, "position")) return err;
+  if (count > 0 && info->size > 0) {
+    if (const int err = check_not_null(comm, call, typed, "the typed buffer")) return err;
+    if (const int err = check_not_null(comm, call, packed, "the packed buffer")) return err;
+  }
   return MPI_SUCCESS;
 }
 
@@ -126,8 +136,9 @@ int TEMPI_WRAPPER(MPI_Pack)(const void *inbuf, int incount, MPI_Datatype datatyp
                             int *position, MPI_Comm comm) {
   if (!active() || (!on_gpu(inbuf) && !on_gpu(outbuf)))
     return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
-  if (const int err = check_args(comm, "MPI_Pack", incount, datatype, position)) return err;
-  const std::shared_ptr<const TypeInfo> info = type_cache().find(datatype);
+  std::shared_ptr<const TypeInfo> info;
+  if (const int err = check_args(comm, "MPI_Pack", incount, datatype, outsize, "outsize", position, inbuf, outbuf, info))
+    return err;
   if (!info->plan) {  // even a CUDA-aware library may not pack GPU memory (Open MPI 4.1 crashes)
     if (local_work().pending()) local_work().settle();
     if (incount == 0) return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
@@ -146,7 +157,8 @@ int TEMPI_WRAPPER(MPI_Pack)(const void *inbuf, int incount, MPI_Datatype datatyp
     launch_queued_moves();  // ahead of this one on the stream
     st = gpu_backend().pack(plan, inbuf, out, 0, bytes);
   }
-  if (st != Status::Ok) return raise_error(comm, MPI_ERR_INTERN, "MPI_Pack on a GPU buffer failed: %s", to_string(st));
+  if (st != Status::Ok)
+    return raise_error(comm, error_class_of(st), "MPI_Pack on a GPU buffer failed: %s", to_string(st));
   *position += int(bytes);
   return MPI_SUCCESS;
 }
@@ -155,8 +167,9 @@ int TEMPI_WRAPPER(MPI_Unpack)(const void *inbuf, int insize, int *position, void
                               MPI_Datatype datatype, MPI_Comm comm) {
   if (!active() || (!on_gpu(inbuf) && !on_gpu(outbuf)))
     return TEMPI_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, datatype, comm);
-  if (const int err = check_args(comm, "MPI_Unpack", outcount, datatype, position)) return err;
-  const std::shared_ptr<const TypeInfo> info = type_cache().find(datatype);
+  std::shared_ptr<const TypeInfo> info;
+  if (const int err = check_args(comm, "MPI_Unpack", outcount, datatype, insize, "insize", position, outbuf, inbuf, info))
+    return err;
   if (!info->plan) {
     if (local_work().pending()) local_work().settle();
     if (outcount == 0) return TEMPI_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, datatype, comm);
@@ -176,7 +189,7 @@ int TEMPI_WRAPPER(MPI_Unpack)(const void *inbuf, int insize, int *position, void
     st = gpu_backend().unpack(plan, in, outbuf, 0, bytes);
   }
   if (st != Status::Ok)
-    return raise_error(comm, MPI_ERR_INTERN, "MPI_Unpack to a GPU buffer failed: %s", to_string(st));
+    return raise_error(comm, error_class_of(st), "MPI_Unpack to a GPU buffer failed: %s", to_string(st));
   *position += int(bytes);
   return MPI_SUCCESS;
 }

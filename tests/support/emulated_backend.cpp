@@ -18,6 +18,10 @@
 // emulated stream and return; it runs when a fence at or after it is waited for (or
 // queried a second time), or when a synchronous call on that thread runs (stream
 // order). So code that reads packed bytes before waiting reads stale bytes on CI too.
+//
+// Faults (emulated_faults.hpp): a test can make the n-th next device or pinned
+// allocation, kernel launch or copy fail, as cudaMalloc, cudaHostAlloc, a launch or
+// cudaMemcpy can, to drive TEMPI's fallbacks and error paths on CI.
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -34,6 +38,7 @@
 
 #include "backend.hpp"
 #include "config.hpp"
+#include "emulated_faults.hpp"
 #include "host_packer.hpp"
 
 namespace tempi {
@@ -262,6 +267,20 @@ void drain_all_streams() {
   for (auto &s : live) s->run_until(UINT64_MAX);
 }
 
+// ---- Injected faults --------------------------------------------------------------------
+
+// Per kind: how many more operations succeed before one fails (0: none is armed).
+std::atomic<int> g_fail_in[4];
+
+// Whether this operation of `kind` is the one that must fail.
+bool injected(EmulatedFault kind) {
+  std::atomic<int> &left = g_fail_in[int(kind)];
+  int n = left.load(std::memory_order_relaxed);
+  while (n > 0)
+    if (left.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) return n == 1;
+  return false;
+}
+
 // ---- The backend ---------------------------------------------------------------------
 
 class EmulatedBackend final : public Backend {
@@ -317,7 +336,8 @@ class EmulatedBackend final : public Backend {
 
   Status acquire(ScratchKind kind, size_t bytes, Scratch &out) override {
     void *p = nullptr;
-    if (Status st = allocate(bytes, kind == ScratchKind::Device ? MemorySpace::Device : MemorySpace::PinnedHost, &p);
+    if (Status st =
+            allocate(bytes, kind == ScratchKind::Device ? MemorySpace::Device : MemorySpace::PinnedHost, &p, true);
         st != Status::Ok)
       return st;
     out.ptr = p;
@@ -367,6 +387,7 @@ class EmulatedBackend final : public Backend {
   // Like cudaMemcpy: any two kinds of memory; a device range must lie in one allocation.
   Status copy(void *dst, const void *src, size_t bytes) override {
     syncs_.fetch_add(1, std::memory_order_relaxed);
+    if (injected(EmulatedFault::Copy)) return Status::GpuError;
     if (!bytes) return Status::Ok;
     char *d = nullptr, *s = nullptr;
     if (!translate(dst, d, false, bytes) || !translate(src, s, false, bytes)) return Status::GpuError;
@@ -375,6 +396,11 @@ class EmulatedBackend final : public Backend {
   }
   void release_plan(uint64_t) override {}
 
+  MemoryUse memory_use() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return use_;
+  }
+
  private:
   struct Region {
     size_t bytes;        // as asked for
@@ -382,6 +408,7 @@ class EmulatedBackend final : public Backend {
     char *alias;         // device memory: where the backend reads and writes it; else null
     size_t span;         // device memory: bytes mapped at the view and at the alias
     size_t slot;         // device memory: its entry in g_slots, or kSlots
+    bool staging;        // lent by acquire (what memory_use counts, as the CUDA pools do)
   };
 
   // A synchronous call: it follows the work queued on this thread's stream and is one
@@ -390,6 +417,7 @@ class EmulatedBackend final : public Backend {
   Status synchronous(F &&f) {
     drain_this_thread();
     syncs_.fetch_add(1, std::memory_order_relaxed);
+    if (injected(EmulatedFault::Launch)) return Status::GpuError;
     return f();
   }
 
@@ -425,6 +453,7 @@ class EmulatedBackend final : public Backend {
 
   Status issue(const std::vector<MoveJob> &jobs, bool packing, Fence &done) {
     done = Fence{};
+    if (injected(EmulatedFault::Launch)) return Status::GpuError;
     std::vector<std::function<void()>> work;
     for (const MoveJob &j : jobs) {
       if (!j.plan || j.bytes < 0) return Status::Unsupported;
@@ -488,12 +517,27 @@ class EmulatedBackend final : public Backend {
   bool any_side(const void *ptr, char *&out) { return translate(ptr, out, false); }
   bool gpu_side(const void *ptr, char *&out) { return translate(ptr, out, true); }
 
-  Status allocate(size_t bytes, MemorySpace space, void **out) {
+  // Staging bytes held and their peak, by kind (called with mutex_ held).
+  void count_locked(const Region &r, bool allocated) {
+    if (!r.staging) return;
+    const MemorySpace space = r.space;
+    const size_t bytes = r.bytes;
+    const bool device = space == MemorySpace::Device;
+    uint64_t &held = device ? use_.device_bytes : use_.pinned_bytes;
+    uint64_t &peak = device ? use_.device_peak : use_.pinned_peak;
+    held = allocated ? held + bytes : held - bytes;
+    peak = std::max(peak, held);
+  }
+
+  Status allocate(size_t bytes, MemorySpace space, void **out, bool staging = false) {
+    if (injected(space == MemorySpace::Device ? EmulatedFault::DeviceAlloc : EmulatedFault::PinnedAlloc))
+      return Status::NoMemory;
     if (space != MemorySpace::Device) {  // pinned host memory is host memory
       void *p = std::malloc(bytes ? bytes : 1);
       if (!p) return Status::NoMemory;
       std::lock_guard<std::mutex> lock(mutex_);
-      regions_[reinterpret_cast<uintptr_t>(p)] = {bytes, space, nullptr, 0, kSlots};
+      const Region &r = regions_[reinterpret_cast<uintptr_t>(p)] = {bytes, space, nullptr, 0, kSlots, staging};
+      count_locked(r, true);
       *out = p;
       return Status::Ok;
     }
@@ -536,7 +580,9 @@ class EmulatedBackend final : public Backend {
       g_slots[slot].span.store(span, std::memory_order_relaxed);
       g_slots[slot].base.store(reinterpret_cast<uintptr_t>(view), std::memory_order_release);
     }
-    regions_[reinterpret_cast<uintptr_t>(view)] = {bytes, space, static_cast<char *>(alias), span, slot};
+    const Region &r = regions_[reinterpret_cast<uintptr_t>(view)] = {bytes, space, static_cast<char *>(alias), span,
+                                                                     slot, staging};
+    count_locked(r, true);
     *out = view;
     return Status::Ok;
   }
@@ -550,6 +596,7 @@ class EmulatedBackend final : public Backend {
       if (it == regions_.end()) return;  // not ours (cudaFree would say so; nothing to free)
       r = it->second;
       regions_.erase(it);
+      count_locked(r, false);
       if (r.slot < kSlots) g_slots[r.slot].base.store(0, std::memory_order_release);
     }
     if (!r.alias) {
@@ -563,6 +610,7 @@ class EmulatedBackend final : public Backend {
   std::mutex mutex_;
   std::map<uintptr_t, Region> regions_;
   size_t next_slot_ = 0;
+  MemoryUse use_;
   std::atomic<uint64_t> syncs_{0};
 };
 
@@ -577,5 +625,7 @@ Backend &gpu_backend() {
 // Tests of the deferred MPI_Pack contract (TEMPI_DEFER_PACK=1) use it as the
 // application's synchronization.
 void emulated_device_synchronize() { drain_all_streams(); }
+
+void emulated_fail_nth(EmulatedFault kind, int n) { g_fail_in[int(kind)].store(n, std::memory_order_relaxed); }
 
 }  // namespace tempi

@@ -1,0 +1,276 @@
+// Bad arguments on GPU buffers (docs/using.md, "Errors"): every bad call that TEMPI
+// answers for a GPU buffer must give the error class the MPI library gives for the same
+// call on a host buffer, through the same error handler, and write nothing: no user
+// buffer, no position, no request. The library's answer is asked at run time (PMPI_ on
+// host memory), so the test holds for any library. Built against the emulated backend,
+// whose device memory faults on host access, and run on one rank under mpiexec.
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "p2p_support.hpp"
+#include "requests.hpp"
+
+using namespace p2p;
+
+namespace {
+
+// Which error handler a call invoked: the test communicator's or MPI_COMM_WORLD's.
+int g_comm_hits = 0, g_world_hits = 0;
+void on_comm_error(MPI_Comm *, int *, ...) { ++g_comm_hits; }
+void on_world_error(MPI_Comm *, int *, ...) { ++g_world_hits; }
+
+struct Outcome {
+  int error_class;
+  int comm_hits, world_hits;
+  bool operator==(const Outcome &o) const {
+    return error_class == o.error_class && comm_hits == o.comm_hits && world_hits == o.world_hits;
+  }
+};
+
+std::ostream &operator<<(std::ostream &os, const Outcome &o) {
+  char name[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  MPI_Error_string(o.error_class, name, &len);
+  return os << "class " << o.error_class << " (" << name << "), handler of the communicator x" << o.comm_hits
+            << ", of MPI_COMM_WORLD x" << o.world_hits;
+}
+
+template <class F>
+Outcome outcome(F &&call) {
+  g_comm_hits = g_world_hits = 0;
+  const int err = call();
+  int cls = MPI_SUCCESS;
+  if (err != MPI_SUCCESS) MPI_Error_class(err, &cls);
+  return {cls, g_comm_hits, g_world_hits};
+}
+
+// The same bad call through TEMPI on GPU memory and through the library on host memory.
+#define SAME_AS_LIBRARY(tempi_call, library_call)            \
+  do {                                                       \
+    const Outcome tempi_ = outcome([&] { return tempi_call; });     \
+    const Outcome library_ = outcome([&] { return library_call; }); \
+    INFO("TEMPI: " #tempi_call);                             \
+    INFO("library: " #library_call);                         \
+    CHECK(library_.error_class != MPI_SUCCESS);              \
+    CHECK(tempi_ == library_);                               \
+  } while (0)
+
+// A communicator whose errors are recorded (and returned), with MPI_COMM_WORLD's.
+struct Handlers {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Errhandler on_comm, on_world;
+  Handlers() {
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_create_errhandler(on_comm_error, &on_comm);
+    MPI_Comm_create_errhandler(on_world_error, &on_world);
+    MPI_Comm_set_errhandler(comm, on_comm);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, on_world);
+  }
+  ~Handlers() {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Errhandler_free(&on_comm);
+    MPI_Errhandler_free(&on_world);
+    MPI_Comm_free(&comm);
+  }
+};
+
+MPI_Datatype uncommitted_vector() {
+  MPI_Datatype t;
+  MPI_Type_vector(16, 2, 5, MPI_INT, &t);
+  return t;
+}
+
+constexpr size_t kBytes = 4096;
+
+// A GPU buffer and a host buffer of kBytes, both full of poison; unchanged() says
+// whether they still are.
+struct Buffers {
+  Buf gpu{Where::Gpu, kBytes};
+  std::vector<char> host = std::vector<char>(kBytes, kPoison);
+  Buffers() { gpu.fill(kPoison); }
+  bool unchanged() const {
+    const std::vector<char> poison(kBytes, kPoison);
+    return gpu.download() == poison && host == poison;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("MPI_Pack and MPI_Unpack of GPU data reject what the library rejects", "[errors]") {
+  Handlers h;
+  Buffers b;
+  std::vector<char> lib_in(kBytes), lib_out(kBytes);
+  MPI_Datatype loose = uncommitted_vector();
+  MPI_Datatype v = vector2d();
+  void *g = b.gpu.get();
+  char *o = b.host.data();
+  int pos = 0, lpos = 0;
+  const int n = int(kBytes);
+
+  SAME_AS_LIBRARY(MPI_Pack(g, 1, loose, o, n, &pos, h.comm), PMPI_Pack(lib_in.data(), 1, loose, lib_out.data(), n, &lpos, h.comm));
+  SAME_AS_LIBRARY(MPI_Pack(g, 1, v, o, n, &pos, MPI_COMM_NULL),
+                  PMPI_Pack(lib_in.data(), 1, v, lib_out.data(), n, &lpos, MPI_COMM_NULL));
+  SAME_AS_LIBRARY(MPI_Pack(g, -1, v, o, n, &pos, h.comm), PMPI_Pack(lib_in.data(), -1, v, lib_out.data(), n, &lpos, h.comm));
+  SAME_AS_LIBRARY(MPI_Pack(g, 1, MPI_DATATYPE_NULL, o, n, &pos, h.comm),
+                  PMPI_Pack(lib_in.data(), 1, MPI_DATATYPE_NULL, lib_out.data(), n, &lpos, h.comm));
+  SAME_AS_LIBRARY(MPI_Pack(g, 1, v, o, n, nullptr, h.comm),
+                  PMPI_Pack(lib_in.data(), 1, v, lib_out.data(), n, nullptr, h.comm));
+  SAME_AS_LIBRARY(MPI_Pack(g, 1, v, o, -1, &pos, h.comm), PMPI_Pack(lib_in.data(), 1, v, lib_out.data(), -1, &lpos, h.comm));
+  // MPICH 4.0.2 dies by SIGSEGV on a NULL outbuf; MPI_ERR_ARG is what it gives for a NULL inbuf.
+  CHECK(outcome([&] { return MPI_Pack(g, 1, v, nullptr, n, &pos, h.comm); }) == Outcome{MPI_ERR_ARG, 1, 0});
+  // The GPU buffer as the packed side.
+  SAME_AS_LIBRARY(MPI_Pack(o, 1, loose, g, n, &pos, h.comm), PMPI_Pack(lib_in.data(), 1, loose, lib_out.data(), n, &lpos, h.comm));
+  SAME_AS_LIBRARY(MPI_Pack(nullptr, 1, v, g, n, &pos, h.comm), PMPI_Pack(nullptr, 1, v, lib_out.data(), n, &lpos, h.comm));
+
+  SAME_AS_LIBRARY(MPI_Unpack(o, n, &pos, g, 1, loose, h.comm), PMPI_Unpack(lib_in.data(), n, &lpos, lib_out.data(), 1, loose, h.comm));
+  SAME_AS_LIBRARY(MPI_Unpack(o, n, &pos, g, 1, v, MPI_COMM_NULL),
+                  PMPI_Unpack(lib_in.data(), n, &lpos, lib_out.data(), 1, v, MPI_COMM_NULL));
+  SAME_AS_LIBRARY(MPI_Unpack(o, n, &pos, g, -1, v, h.comm), PMPI_Unpack(lib_in.data(), n, &lpos, lib_out.data(), -1, v, h.comm));
+  SAME_AS_LIBRARY(MPI_Unpack(o, -1, &pos, g, 1, v, h.comm), PMPI_Unpack(lib_in.data(), -1, &lpos, lib_out.data(), 1, v, h.comm));
+  SAME_AS_LIBRARY(MPI_Unpack(o, n, nullptr, g, 1, v, h.comm), PMPI_Unpack(lib_in.data(), n, nullptr, lib_out.data(), 1, v, h.comm));
+  SAME_AS_LIBRARY(MPI_Unpack(g, n, &pos, o, 1, MPI_DATATYPE_NULL, h.comm),
+                  PMPI_Unpack(lib_in.data(), n, &lpos, lib_out.data(), 1, MPI_DATATYPE_NULL, h.comm));
+
+  CHECK(pos == 0);
+  CHECK(b.unchanged());
+  MPI_Type_free(&loose);
+  MPI_Type_free(&v);
+}
+
+TEST_CASE("MPI_Pack of GPU data that does not fit is truncated, writing nothing", "[errors]") {
+  // MPICH 4.0.2 itself reports success here (and writes before the buffer for a negative
+  // position); the standard says MPI_ERR_TRUNCATE, which TEMPI gives.
+  Handlers h;
+  Buffers b;
+  MPI_Datatype v = vector2d();  // 1200 packed bytes
+  for (const auto &[outsize, start] : {std::pair{1199, 0}, {1200, 1}, {100, 200}, {kBytes, -8}}) {
+    int pos = start;
+    INFO("outsize " << outsize << ", position " << start);
+    CHECK(outcome([&] { return MPI_Pack(b.gpu.get(), 1, v, b.host.data(), int(outsize), &pos, h.comm); }) ==
+          Outcome{MPI_ERR_TRUNCATE, 1, 0});
+    CHECK(pos == start);
+    CHECK(outcome([&] { return MPI_Unpack(b.host.data(), int(outsize), &pos, b.gpu.get(), 1, v, h.comm); }) ==
+          Outcome{MPI_ERR_TRUNCATE, 1, 0});
+    CHECK(pos == start);
+  }
+  CHECK(b.unchanged());
+  MPI_Type_free(&v);
+}
+
+TEST_CASE("point-to-point calls on GPU data reject what the library rejects, before any GPU work", "[errors]") {
+  Handlers h;
+  Buffers b;
+  std::vector<char> lib(kBytes);
+  MPI_Datatype loose = uncommitted_vector();
+  MPI_Datatype v = vector2d();
+  void *g = b.gpu.get();
+  char *l = lib.data();
+  MPI_Request req = MPI_REQUEST_NULL, lreq = MPI_REQUEST_NULL;
+  int ub_flag = 0, *ub = nullptr;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &ub_flag);
+  const int big_tag = *ub + 1;
+
+  struct Bad {
+    const char *what;
+    int count;
+    MPI_Datatype type;
+    int peer, tag;
+    MPI_Comm comm;
+  };
+  const std::vector<Bad> sends = {
+      {"not committed", 1, loose, 0, 0, h.comm},        {"MPI_COMM_NULL", 1, v, 0, 0, MPI_COMM_NULL},
+      {"count -1", -1, v, 0, 0, h.comm},                {"MPI_DATATYPE_NULL", 1, MPI_DATATYPE_NULL, 0, 0, h.comm},
+      {"rank past the group", 1, v, 5, 0, h.comm},      {"rank -5", 1, v, -5, 0, h.comm},
+      {"tag -1", 1, v, 0, -1, h.comm},                  {"MPI_ANY_TAG", 1, v, 0, MPI_ANY_TAG, h.comm},
+      {"tag past MPI_TAG_UB", 1, v, 0, big_tag, h.comm}, {"count -1 and rank 5", -1, v, 5, 0, h.comm},
+      {"not committed, to MPI_PROC_NULL", 1, loose, MPI_PROC_NULL, 0, h.comm},
+  };
+  for (const Bad &c : sends) {
+    INFO(c.what);
+    SAME_AS_LIBRARY(MPI_Send(g, c.count, c.type, c.peer, c.tag, c.comm),
+                    PMPI_Send(l, c.count, c.type, c.peer, c.tag, c.comm));
+    SAME_AS_LIBRARY(MPI_Ssend(g, c.count, c.type, c.peer, c.tag, c.comm),
+                    PMPI_Ssend(l, c.count, c.type, c.peer, c.tag, c.comm));
+    // Deferred sends: TEMPI posts the message later, so it must check now.
+    SAME_AS_LIBRARY(MPI_Isend(g, c.count, c.type, c.peer, c.tag, c.comm, &req),
+                    PMPI_Isend(l, c.count, c.type, c.peer, c.tag, c.comm, &lreq));
+    SAME_AS_LIBRARY(MPI_Send_init(g, c.count, c.type, c.peer, c.tag, c.comm, &req),
+                    PMPI_Send_init(l, c.count, c.type, c.peer, c.tag, c.comm, &lreq));
+    CHECK(req == MPI_REQUEST_NULL);
+  }
+  SAME_AS_LIBRARY(MPI_Isend(g, 1, v, 0, 0, h.comm, nullptr), PMPI_Isend(l, 1, v, 0, 0, h.comm, nullptr));
+
+  const std::vector<Bad> recvs = {
+      {"not committed", 1, loose, 0, 0, h.comm},          {"MPI_COMM_NULL", 1, v, 0, 0, MPI_COMM_NULL},
+      {"count -1", -1, v, 0, 0, h.comm},                  {"source past the group", 1, v, 5, 0, h.comm},
+      {"source -7", 1, v, -7, 0, h.comm},                 {"tag -5", 1, v, 0, -5, h.comm},
+      {"tag past MPI_TAG_UB", 1, v, MPI_ANY_SOURCE, big_tag, h.comm},
+      {"not committed, any source and tag", 1, loose, MPI_ANY_SOURCE, MPI_ANY_TAG, h.comm},
+  };
+  for (const Bad &c : recvs) {
+    INFO(c.what);
+    SAME_AS_LIBRARY(MPI_Recv(g, c.count, c.type, c.peer, c.tag, c.comm, MPI_STATUS_IGNORE),
+                    PMPI_Recv(l, c.count, c.type, c.peer, c.tag, c.comm, MPI_STATUS_IGNORE));
+    SAME_AS_LIBRARY(MPI_Irecv(g, c.count, c.type, c.peer, c.tag, c.comm, &req),
+                    PMPI_Irecv(l, c.count, c.type, c.peer, c.tag, c.comm, &lreq));
+    SAME_AS_LIBRARY(MPI_Recv_init(g, c.count, c.type, c.peer, c.tag, c.comm, &req),
+                    PMPI_Recv_init(l, c.count, c.type, c.peer, c.tag, c.comm, &lreq));
+    SAME_AS_LIBRARY(MPI_Sendrecv(g, 1, v, 0, 0, g, c.count, c.type, c.peer, c.tag, c.comm, MPI_STATUS_IGNORE),
+                    PMPI_Sendrecv(l, 1, v, 0, 0, l, c.count, c.type, c.peer, c.tag, c.comm, MPI_STATUS_IGNORE));
+    CHECK(req == MPI_REQUEST_NULL);
+  }
+  SAME_AS_LIBRARY(MPI_Mrecv(g, 1, v, nullptr, MPI_STATUS_IGNORE), PMPI_Mrecv(l, 1, v, nullptr, MPI_STATUS_IGNORE));
+
+  CHECK(b.unchanged());
+  CHECK(tempi::requests().empty());
+  MPI_Type_free(&loose);
+  MPI_Type_free(&v);
+}
+
+TEST_CASE("completion calls with bad arrays reject what the library rejects while TEMPI tracks requests",
+          "[errors]") {
+  Handlers h;
+  Buf gpu(Where::Gpu, kBytes);
+  gpu.fill(kPoison);
+  MPI_Datatype v = vector2d();
+  MPI_Request mine = MPI_REQUEST_NULL;  // a GPU receive TEMPI tracks, completed at the end
+  REQUIRE(MPI_Irecv(gpu.get(), 1, v, 0, 7, h.comm, &mine) == MPI_SUCCESS);
+  REQUIRE_FALSE(tempi::requests().empty());
+
+  MPI_Request reqs[2] = {mine, MPI_REQUEST_NULL};
+  int flag = 0, index = 0, outcount = 0, indices[2];
+  // MPI_Wait and MPI_Request_free on NULL are for the library to report (through
+  // MPI_COMM_WORLD's handler: there is no request to name a communicator).
+  SAME_AS_LIBRARY(MPI_Waitall(-1, reqs, MPI_STATUSES_IGNORE), PMPI_Waitall(-1, reqs, MPI_STATUSES_IGNORE));
+  SAME_AS_LIBRARY(MPI_Waitall(2, nullptr, MPI_STATUSES_IGNORE), PMPI_Waitall(2, nullptr, MPI_STATUSES_IGNORE));
+  SAME_AS_LIBRARY(MPI_Testall(2, reqs, nullptr, MPI_STATUSES_IGNORE), PMPI_Testall(2, reqs, nullptr, MPI_STATUSES_IGNORE));
+  SAME_AS_LIBRARY(MPI_Wait(nullptr, MPI_STATUS_IGNORE), PMPI_Wait(nullptr, MPI_STATUS_IGNORE));
+  SAME_AS_LIBRARY(MPI_Test(reqs, nullptr, MPI_STATUS_IGNORE), PMPI_Test(reqs, nullptr, MPI_STATUS_IGNORE));
+  SAME_AS_LIBRARY(MPI_Testany(2, reqs, nullptr, &flag, MPI_STATUS_IGNORE),
+                  PMPI_Testany(2, reqs, nullptr, &flag, MPI_STATUS_IGNORE));
+  SAME_AS_LIBRARY(MPI_Testany(-2, reqs, &index, &flag, MPI_STATUS_IGNORE),
+                  PMPI_Testany(-2, reqs, &index, &flag, MPI_STATUS_IGNORE));
+  SAME_AS_LIBRARY(MPI_Testsome(2, reqs, nullptr, indices, MPI_STATUSES_IGNORE),
+                  PMPI_Testsome(2, reqs, nullptr, indices, MPI_STATUSES_IGNORE));
+  SAME_AS_LIBRARY(MPI_Testsome(2, reqs, &outcount, nullptr, MPI_STATUSES_IGNORE),
+                  PMPI_Testsome(2, reqs, &outcount, nullptr, MPI_STATUSES_IGNORE));
+  SAME_AS_LIBRARY(MPI_Request_get_status(mine, nullptr, MPI_STATUS_IGNORE),
+                  PMPI_Request_get_status(mine, nullptr, MPI_STATUS_IGNORE));
+  SAME_AS_LIBRARY(MPI_Request_free(nullptr), PMPI_Request_free(nullptr));
+  CHECK(reqs[0] == mine);
+
+  // The tracked receive still completes, with its data.
+  Buf src(Where::Gpu, kBytes);
+  src.upload(pattern(kBytes, 3));
+  REQUIRE(MPI_Send(src.get(), 1, v, 0, 7, h.comm) == MPI_SUCCESS);
+  REQUIRE(MPI_Wait(&mine, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  const Layout l{v, 1};
+  const std::vector<char> poison(kBytes, kPoison);
+  CHECK(first_difference(gpu.download(), expected(l, l, 3, -1, &poison)) == "");
+  CHECK(tempi::requests().empty());
+  MPI_Type_free(&v);
+}

@@ -1,0 +1,259 @@
+// Faults are survived, not crashed on (docs/using.md, "Errors"): allocations, kernel
+// launches and copies of the GPU runtime that fail (the emulated backend's fault
+// injection, tests/support/emulated_faults.hpp), and errors the MPI library returns from
+// a call TEMPI made on the application's behalf. Each case checks that the call falls
+// back and works, or returns the MPI error through the communicator's error handler
+// without writing the user's buffers; that the next call works; and that TEMPI's staging
+// went back and its request table is empty. One rank, messages to itself; the library is
+// declared CUDA-aware (tests/meson.build) so that the device method runs too.
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "emulated_faults.hpp"
+#include "p2p_support.hpp"
+#include "requests.hpp"
+#include "tempi.h"
+
+using namespace p2p;
+using tempi::EmulatedFault;
+
+namespace {
+
+int g_handled = 0;  // error handler calls on the test communicator
+void on_error(MPI_Comm *, int *, ...) { ++g_handled; }
+
+int error_class(int err) {
+  int cls = MPI_SUCCESS;
+  if (err != MPI_SUCCESS) MPI_Error_class(err, &cls);
+  return cls;
+}
+
+// A communicator whose errors are counted and returned.
+struct Comm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Errhandler handler;
+  Comm() {
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_create_errhandler(on_error, &handler);
+    MPI_Comm_set_errhandler(comm, handler);
+    g_handled = 0;
+  }
+  ~Comm() {
+    MPI_Errhandler_free(&handler);
+    MPI_Comm_free(&comm);
+  }
+};
+
+// TEMPI's staging in use: must be back where it was once nothing is in flight.
+struct Staging {
+  uint64_t device, pinned;
+  static Staging now() {
+    const tempi::Backend::MemoryUse u = tempi::gpu_backend().memory_use();
+    return {u.device_bytes, u.pinned_bytes};
+  }
+  bool operator==(const Staging &o) const { return device == o.device && pinned == o.pinned; }
+};
+
+// A GPU object of `l`, its data, and a GPU buffer to receive it into (poisoned).
+struct Message {
+  Layout l;
+  Buf src, dst;
+  unsigned seed;
+  Message(Layout layout, unsigned s) : l(layout), src(Where::Gpu, l.span()), dst(Where::Gpu, l.span()), seed(s) {
+    src.upload(pattern(l.span(), seed));
+    dst.fill(kPoison);
+  }
+  std::string check() const { return first_difference(dst.download(), expected(l, l, seed)); }
+  bool untouched() const { return dst.download() == std::vector<char>(l.span(), kPoison); }
+};
+
+// Sends `m` to this rank with MPI_Isend and receives it with MPI_Irecv, one MPI_Waitall.
+int self_exchange(Message &m, MPI_Comm comm, int tag = 0) {
+  MPI_Request reqs[2];
+  if (int err = MPI_Irecv(m.dst.get(), m.l.count, m.l.type, 0, tag, comm, &reqs[0])) return err;
+  if (int err = MPI_Isend(m.src.get(), m.l.count, m.l.type, 0, tag, comm, &reqs[1])) return err;
+  return MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+}
+
+}  // namespace
+
+TEST_CASE("no device memory for the device method: the one-shot method moves the message", "[faults]") {
+  Comm c;
+  Message m({vector2d(), 3}, 1);
+  const Staging before = Staging::now();
+  REQUIRE(TEMPIX_Set_method("device") == MPI_SUCCESS);
+  for (int nth = 1; nth <= 2; ++nth) {  // the receive's staging (posted first), then the send's
+    INFO("allocation " << nth);
+    m.dst.fill(kPoison);
+    tempi::emulated_fail_nth(EmulatedFault::DeviceAlloc, nth);
+    CHECK(self_exchange(m, c.comm) == MPI_SUCCESS);
+    CHECK(m.check() == "");
+  }
+  REQUIRE(TEMPIX_Set_method("auto") == MPI_SUCCESS);
+  CHECK(g_handled == 0);
+  CHECK(Staging::now() == before);
+  CHECK(tempi::requests().empty());
+  release(m.l);
+}
+
+TEST_CASE("no pinned host memory: the message is staged through pageable memory", "[faults]") {
+  Comm c;
+  for (const char *method : {"oneshot", "staged", "device"}) {
+    INFO(method);
+    REQUIRE(TEMPIX_Set_method(method) == MPI_SUCCESS);
+    for (int nth = 1; nth <= 2; ++nth) {  // the receive's staging, then the send's
+      Message m({subarray3d(), 1}, unsigned(nth));
+      const Staging before = Staging::now();
+      tempi::emulated_fail_nth(EmulatedFault::DeviceAlloc, 1);  // the device method falls back twice
+      tempi::emulated_fail_nth(EmulatedFault::PinnedAlloc, nth);
+      CHECK(self_exchange(m, c.comm) == MPI_SUCCESS);
+      CHECK(m.check() == "");
+      // A blocking send and receive (one staging each) take the same way.
+      m.dst.fill(kPoison);
+      tempi::emulated_fail_nth(EmulatedFault::DeviceAlloc, 0);
+      tempi::emulated_fail_nth(EmulatedFault::PinnedAlloc, nth);
+      CHECK(MPI_Sendrecv(m.src.get(), 1, m.l.type, 0, 5, m.dst.get(), 1, m.l.type, 0, 5, c.comm, MPI_STATUS_IGNORE) ==
+            MPI_SUCCESS);
+      CHECK(m.check() == "");
+      CHECK(Staging::now() == before);
+      release(m.l);
+    }
+  }
+  tempi::emulated_fail_nth(EmulatedFault::DeviceAlloc, 0);
+  tempi::emulated_fail_nth(EmulatedFault::PinnedAlloc, 0);
+  REQUIRE(TEMPIX_Set_method("auto") == MPI_SUCCESS);
+  CHECK(g_handled == 0);
+  CHECK(tempi::requests().empty());
+}
+
+TEST_CASE("a kernel launch that fails: MPI_Pack and MPI_Unpack return the error, and the next call works",
+          "[faults]") {
+  Comm c;
+  Message m({irregular(), 2}, 7);
+  const int bytes = m.l.bytes();
+  Buf packed(Where::Gpu, size_t(bytes));
+  packed.fill(kPoison);
+  int pos = 0;
+  tempi::emulated_fail_nth(EmulatedFault::Launch, 1);
+  CHECK(error_class(MPI_Pack(m.src.get(), m.l.count, m.l.type, packed.get(), bytes, &pos, c.comm)) == MPI_ERR_INTERN);
+  CHECK(g_handled == 1);
+  CHECK(pos == 0);
+  CHECK(packed.download() == std::vector<char>(size_t(bytes), kPoison));
+  REQUIRE(MPI_Pack(m.src.get(), m.l.count, m.l.type, packed.get(), bytes, &pos, c.comm) == MPI_SUCCESS);
+  CHECK(pos == bytes);
+
+  pos = 0;
+  tempi::emulated_fail_nth(EmulatedFault::Launch, 1);
+  CHECK(error_class(MPI_Unpack(packed.get(), bytes, &pos, m.dst.get(), m.l.count, m.l.type, c.comm)) ==
+        MPI_ERR_INTERN);
+  CHECK(g_handled == 2);
+  CHECK(pos == 0);
+  CHECK(m.untouched());
+  REQUIRE(MPI_Unpack(packed.get(), bytes, &pos, m.dst.get(), m.l.count, m.l.type, c.comm) == MPI_SUCCESS);
+  CHECK(m.check() == "");
+  release(m.l);
+}
+
+TEST_CASE("a copy that fails: MPI_Pack of a type TEMPI does not plan returns the error", "[faults]") {
+  Comm c;
+  const Layout l{MPI_SHORT_INT, 10};  // a pair type with a gap: moved as a host image
+  Buf src(Where::Gpu, l.span());
+  src.upload(pattern(l.span(), 3));
+  std::vector<char> out(size_t(l.bytes()), kPoison);
+  int pos = 0;
+  tempi::emulated_fail_nth(EmulatedFault::Copy, 1);
+  CHECK(error_class(MPI_Pack(src.get(), l.count, l.type, out.data(), int(out.size()), &pos, c.comm)) ==
+        MPI_ERR_INTERN);
+  CHECK(g_handled == 1);
+  CHECK(pos == 0);
+  CHECK(out == std::vector<char>(out.size(), kPoison));
+  CHECK(MPI_Pack(src.get(), l.count, l.type, out.data(), int(out.size()), &pos, c.comm) == MPI_SUCCESS);
+  CHECK(pos == l.bytes());
+}
+
+TEST_CASE("a batched pack that fails: the send's completion returns the error, and the next send works",
+          "[faults]") {
+  Comm c;
+  Message m({vector2d(), 2}, 11);
+  const Staging before = Staging::now();
+  for (const char *method : {"oneshot", "staged"}) {
+    INFO(method);
+    REQUIRE(TEMPIX_Set_method(method) == MPI_SUCCESS);
+    g_handled = 0;
+    MPI_Request send = MPI_REQUEST_NULL;
+    tempi::emulated_fail_nth(EmulatedFault::Launch, 1);  // the engine's batch
+    REQUIRE(MPI_Isend(m.src.get(), m.l.count, m.l.type, 0, 1, c.comm, &send) == MPI_SUCCESS);
+    MPI_Status st;
+    CHECK(error_class(MPI_Wait(&send, &st)) == MPI_ERR_INTERN);
+    CHECK(send == MPI_REQUEST_NULL);
+    CHECK(g_handled == 1);
+    CHECK(tempi::requests().empty());
+    CHECK(Staging::now() == before);
+    // Nothing reached the library: the next message is the one that arrives.
+    m.dst.fill(kPoison);
+    CHECK(self_exchange(m, c.comm, 1) == MPI_SUCCESS);
+    CHECK(m.check() == "");
+  }
+  REQUIRE(TEMPIX_Set_method("auto") == MPI_SUCCESS);
+  release(m.l);
+}
+
+TEST_CASE("a batched unpack that fails: each receive's status carries the error", "[faults]") {
+  Comm c;
+  Message a({vector2d(), 1}, 21), b({subarray3d(), 1}, 22);
+  MPI_Request reqs[4];
+  REQUIRE(MPI_Irecv(a.dst.get(), 1, a.l.type, 0, 2, c.comm, &reqs[0]) == MPI_SUCCESS);
+  REQUIRE(MPI_Irecv(b.dst.get(), 1, b.l.type, 0, 3, c.comm, &reqs[1]) == MPI_SUCCESS);
+  REQUIRE(MPI_Isend(a.src.get(), 1, a.l.type, 0, 2, c.comm, &reqs[2]) == MPI_SUCCESS);
+  REQUIRE(MPI_Isend(b.src.get(), 1, b.l.type, 0, 3, c.comm, &reqs[3]) == MPI_SUCCESS);
+  MPI_Request sends[2] = {reqs[2], reqs[3]};
+  REQUIRE(MPI_Waitall(2, sends, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+  tempi::emulated_fail_nth(EmulatedFault::Launch, 1);  // the unpack of both receives, issued together
+  MPI_Status st[2];
+  CHECK(MPI_Waitall(2, reqs, st) == MPI_ERR_IN_STATUS);
+  CHECK(error_class(st[0].MPI_ERROR) == MPI_ERR_INTERN);
+  CHECK(error_class(st[1].MPI_ERROR) == MPI_ERR_INTERN);
+  CHECK(reqs[0] == MPI_REQUEST_NULL);
+  CHECK(reqs[1] == MPI_REQUEST_NULL);
+  CHECK(a.untouched());
+  CHECK(b.untouched());
+  CHECK(tempi::requests().empty());
+  CHECK(self_exchange(a, c.comm, 2) == MPI_SUCCESS);
+  CHECK(a.check() == "");
+  release(a.l);
+  release(b.l);
+}
+
+TEST_CASE("the MPI library's error from a send TEMPI posts reaches the application", "[faults]") {
+  // No buffer is attached, so the library's MPI_Ibsend fails: TEMPI posts it at progress,
+  // after MPI_Ibsend returned; the completion call reports the library's error.
+  Comm c;
+  Message m({vector2d(), 2}, 31);
+  std::vector<char> host(m.l.span());
+  MPI_Request lib = MPI_REQUEST_NULL;
+  const int library_class = error_class(PMPI_Ibsend(host.data(), m.l.count, m.l.type, 0, 4, c.comm, &lib));
+  REQUIRE(library_class != MPI_SUCCESS);
+  g_handled = 0;
+  const Staging before = Staging::now();
+
+  MPI_Request send = MPI_REQUEST_NULL;
+  REQUIRE(MPI_Ibsend(m.src.get(), m.l.count, m.l.type, 0, 4, c.comm, &send) == MPI_SUCCESS);
+  CHECK(error_class(MPI_Wait(&send, MPI_STATUS_IGNORE)) == library_class);
+  CHECK(send == MPI_REQUEST_NULL);
+  CHECK(g_handled == 1);  // the library raised it when TEMPI posted the message
+  CHECK(tempi::requests().empty());
+  CHECK(Staging::now() == before);
+
+  // The blocking form: the library's error, TEMPI's staging released.
+  g_handled = 0;
+  CHECK(error_class(MPI_Bsend(m.src.get(), m.l.count, m.l.type, 0, 4, c.comm)) == library_class);
+  CHECK(g_handled == 1);
+  CHECK(Staging::now() == before);
+  CHECK(self_exchange(m, c.comm, 4) == MPI_SUCCESS);
+  CHECK(m.check() == "");
+  release(m.l);
+}

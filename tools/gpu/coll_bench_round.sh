@@ -2,7 +2,7 @@
 # Collectives round on a GPU host, both MPI libraries: every collective/persistent test case
 # on its own (2 ranks), then the halo main job with its neighbourhood and persistent variants
 # (n = 32, 64, 128) and the FFT transpose benchmark (2 ranks; 4 ranks under MPS).
-#   bash tools/gpu/coll_bench_round.sh            (env: MPIS, NS, FFT_NS, TESTS=0 to skip tests)
+#   bash tools/gpu/coll_bench_round.sh            (env: MPIS, NS, FFT_NS, TESTS=0 to skip tests, FFT4=0 to skip 4 ranks)
 set -uo pipefail
 top=${OUT:-gpu-out}
 mkdir -p $top
@@ -22,15 +22,17 @@ for mpi in ${MPIS:-mpich cuda-openmpi}; do
     fi
     for n in ${NS:-32 64 128}; do
       echo "--- halo n=$n"
-      $launcher $margs -n 2 $b/tools/tempi_halo --n $n --iters 50 --csv $top/halo-coll-$mpi.csv 2>&1 | grep -E "^(tempi|library|host|neighbor|persistent) |wrong|FAIL|PASS" | grep -v verify
+      $launcher $margs -n 2 $b/tools/tempi_halo --n $n --iters 50 --csv $top/halo-coll-$mpi.csv 2>&1 | grep -E "^(tempi|library|host|neighbor|persistent)|wrong|FAIL|PASS" | grep -v verify
     done
     for n in ${FFT_NS:-128 256}; do
       echo "--- FFT transpose N=$n, 2 ranks"
       $launcher $margs -n 2 $b/tools/bench_alltoallw --n $n --csv $top/alltoallw-$mpi.csv 2>&1 | grep -E "^(tempi|library|hand|per rank)|FAIL|PASS"
     done
-    nvidia-cuda-mps-control -d 2>/dev/null && echo "--- MPS on"
-    echo "--- FFT transpose N=256, 4 ranks (2 per GPU)"
-    $launcher $margs -n 4 $b/tools/bench_alltoallw --n 256 --csv $top/alltoallw-$mpi.csv 2>&1 | grep -E "^(tempi|library|hand|per rank)|FAIL|PASS"
-    echo quit | nvidia-cuda-mps-control 2>/dev/null
+    if [ "${FFT4:-1}" = 1 ]; then
+      nvidia-cuda-mps-control -d 2>/dev/null && echo "--- MPS on"
+      echo "--- FFT transpose N=256, 4 ranks (2 per GPU)"
+      $launcher $margs -n 4 $b/tools/bench_alltoallw --n 256 --csv $top/alltoallw-$mpi.csv 2>&1 | grep -E "^(tempi|library|hand|per rank)|FAIL|PASS"
+      echo quit | nvidia-cuda-mps-control 2>/dev/null
+    fi
   )
 done

@@ -32,6 +32,11 @@ const std::vector<Knob> &knobs() {
        "as one fused kernel, by the thread's next MPI call that is not MPI_Pack; the packed output is complete "
        "only for later MPI calls of that thread "
        "(docs/using.md, \"Sequences of MPI_Pack and MPI_Unpack\"). 0: each call waits for its kernel."},
+      {"TEMPI_COLL_DEVICE", "0",
+       "1: blocking collectives (not reductions) on a CUDA-aware MPI library get TEMPI's packed GPU bytes "
+       "instead of pinned host copies (fast; off by default because Open MPI 4.1's collectives crashed, hung "
+       "or returned wrong bytes on device buffers in our tests). 0: every GPU buffer of a collective goes "
+       "through host memory (docs/using.md, \"Collectives on GPU buffers\")."},
       {"TEMPI_PROFILE", "unset",
        "The system profile written by tempi-measure, read at start-up: a file, or none for the built-in "
        "rules. Unset: the per-user cache file for this GPU model and MPI library (docs/model.md)."},

@@ -48,6 +48,15 @@ struct MoveJob {
   Transfer transfer{Method::OneShot, 0};
 };
 
+// GPU memory exported to another process of this node (CUDA IPC): what the other process
+// needs to map the allocation that holds a pointer.
+struct IpcHandle {
+  unsigned char bytes[64] = {};  // cudaIpcMemHandle_t (the emulated backend: its process id and memory file)
+  uint64_t buffer_id = 0;        // the allocation's identity in its process, never reused for another
+  int64_t offset = 0;            // of the exported pointer from the allocation's first byte
+  int64_t size = 0;              // of the allocation
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -129,6 +138,17 @@ class Backend {
   virtual Status allocate_device(size_t bytes, void **out) = 0;
   virtual void free_device(void *ptr) = 0;
   virtual Status copy(void *dst, const void *src, size_t bytes) = 0;
+
+  // Zero-copy between processes of one node (docs/design.md, "Zero-copy collectives").
+  // ipc_export describes the allocation that holds device pointer `ptr` (Unsupported for
+  // memory that cannot be exported: stream-ordered pools, virtual-memory mappings, managed
+  // memory); ipc_open maps another process's allocation for the current device and gives
+  // its first byte; ipc_close unmaps it. ipc_peer_access: whether kernels on the current
+  // device can read memory of the GPU with identity `device` (a device_id() of this node).
+  virtual Status ipc_export(const void *ptr, IpcHandle &out) = 0;
+  virtual Status ipc_open(const IpcHandle &handle, void **base) = 0;
+  virtual void ipc_close(void *base) = 0;
+  virtual bool ipc_peer_access(const std::string &device) = 0;
 
   // Device memory that holds plan data (uploaded block lists) for plan `id` may go.
   virtual void release_plan(uint64_t id) = 0;

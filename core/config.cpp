@@ -37,6 +37,14 @@ const std::vector<Knob> &knobs() {
        "instead of pinned host copies (fast; off by default because Open MPI 4.1's collectives crashed, hung "
        "or returned wrong bytes on device buffers in our tests). 0: every GPU buffer of a collective goes "
        "through host memory (docs/using.md, \"Collectives on GPU buffers\")."},
+      {"TEMPI_IPC", "auto",
+       "Zero-copy between GPUs of one node in blocking collectives: auto (the receiving GPU reads each "
+       "same-node peer's typed object through CUDA IPC where both buffers are GPU memory and the GPUs have peer "
+       "access) or off (every GPU buffer is packed and moved by the MPI library) (docs/using.md, \"Zero-copy "
+       "collectives\")."},
+      {"TEMPI_IPC_RANKS_PER_NODE", "unset",
+       "For tests: treat each run of this many consecutive MPI_COMM_WORLD ranks of a shared-memory node as a "
+       "node of its own, so that zero-copy and its fallback for other nodes mix in one call on one machine."},
       {"TEMPI_PROFILE", "unset",
        "The system profile written by tempi-measure, read at start-up: a file, or none for the built-in "
        "rules. Unset: the per-user cache file for this GPU model and MPI library (docs/model.md)."},
@@ -103,6 +111,15 @@ Config parse_config(const std::function<const char *(const char *)> &lookup) {
       c.eager_sends = true;
     else if (std::strcmp(v, "0"))
       warn_invalid("TEMPI_EAGER_SENDS", v);
+  }
+  if (const char *v = lookup("TEMPI_IPC")) {
+    if (!strcasecmp(v, "off") || !std::strcmp(v, "0")) c.ipc = false;
+    else if (strcasecmp(v, "auto") != 0)
+      warn_invalid("TEMPI_IPC", v);
+  }
+  if (const char *v = lookup("TEMPI_IPC_RANKS_PER_NODE")) {
+    int64_t n = 0;
+    if (parse_bytes("TEMPI_IPC_RANKS_PER_NODE", v, n)) c.ipc_ranks_per_node = int(n);
   }
   if (const char *v = lookup("TEMPI_COLL_DEVICE")) {
     if (!std::strcmp(v, "1"))

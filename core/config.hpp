@@ -39,6 +39,9 @@ struct Config {
   // every GPU buffer through pinned host memory (false, the default: Open MPI 4.1's
   // collectives crash and hang on device buffers).
   bool coll_device = false;
+  // Zero-copy between GPUs of one node in blocking collectives (TEMPI_IPC=auto|off).
+  bool ipc = true;
+  int ipc_ranks_per_node = 0;  // > 0: nodes of this many consecutive world ranks (tests)
   std::string profile;  // TEMPI_PROFILE: a profile file, "none", or empty (the per-user cache)
 };
 

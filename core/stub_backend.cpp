@@ -37,6 +37,10 @@ class StubBackend final : public Backend {
   Status allocate_device(size_t, void **) override { return Status::Unsupported; }
   void free_device(void *) override {}
   Status copy(void *, const void *, size_t) override { return Status::Unsupported; }
+  Status ipc_export(const void *, IpcHandle &) override { return Status::Unsupported; }
+  Status ipc_open(const IpcHandle &, void **) override { return Status::Unsupported; }
+  void ipc_close(void *) override {}
+  bool ipc_peer_access(const std::string &) override { return false; }
   void release_plan(uint64_t) override {}
 };
 

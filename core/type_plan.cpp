@@ -8,8 +8,12 @@
 
 namespace tempi {
 
-std::optional<Plan> plan_type(const TypeDesc &desc) {
+uint64_t new_plan_id() {
   static std::atomic<uint64_t> next_id{1};
+  return next_id++;
+}
+
+std::optional<Plan> plan_type(const TypeDesc &desc) {
   std::optional<Type> ir = translate(desc);
   if (!ir) return std::nullopt;
   std::optional<Plan> plan = make_plan(canonicalize(std::move(*ir)), desc.extent);
@@ -19,7 +23,7 @@ std::optional<Plan> plan_type(const TypeDesc &desc) {
               (long long)plan->packed_size(), (long long)desc.size);
     return std::nullopt;
   }
-  plan->id = next_id++;
+  plan->id = new_plan_id();
   return plan;
 }
 

@@ -12,4 +12,7 @@ namespace tempi {
 // Each plan gets a process-unique id (for backend caches keyed by plan).
 std::optional<Plan> plan_type(const TypeDesc &desc);
 
+// A new process-unique plan id (for plans made elsewhere, e.g. a peer's plan received for zero-copy).
+uint64_t new_plan_id();
+
 }  // namespace tempi

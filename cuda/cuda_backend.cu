@@ -1,9 +1,11 @@
 // The CUDA implementation of Backend: classifies pointers, runs the pack/unpack
 // kernels, and stages through device or pinned memory when one side is pageable host
 // memory that kernels cannot touch.
+#include <cuda.h>  // types of the driver's pointer queries only: they are reached through cudart
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -327,6 +329,79 @@ class CudaBackend final : public Backend {
     for (int device = 0; device < kMaxDevices; ++device) units_.erase(units_key(id, device));
   }
 
+  Status ipc_export(const void *ptr, IpcHandle &out) override {
+    // The allocation's identity and extent in one driver query (cudart has none for them).
+    static const auto get_attributes = [] {
+      using Fn = CUresult (*)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
+      void *fn = nullptr;
+      cudaDriverEntryPointQueryResult found{};
+      if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 12000, cudaEnableDefault, &found) !=
+              cudaSuccess ||
+          found != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        fn = nullptr;
+      }
+      return reinterpret_cast<Fn>(fn);
+    }();
+    if (!ptr || !get_attributes) return Status::Unsupported;
+    unsigned long long id = 0;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    int capable = 0, type = 0;
+    CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_BUFFER_ID, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                   CU_POINTER_ATTRIBUTE_MEMORY_TYPE};
+    void *values[] = {&id, &start, &size, &capable, &type};
+    if (get_attributes(5, which, values, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS || !capable ||
+        type != CU_MEMORYTYPE_DEVICE)
+      return Status::Unsupported;
+    {
+      std::lock_guard<std::mutex> lock(ipc_mutex_);
+      auto it = exported_.find(id);
+      if (it == exported_.end()) {
+        cudaIpcMemHandle_t h;
+        if (cudaIpcGetMemHandle(&h, reinterpret_cast<void *>(start)) != cudaSuccess) {
+          cudaGetLastError();
+          return Status::Unsupported;
+        }
+        if (exported_.size() >= kMaxExported) exported_.clear();  // handles of freed memory go too
+        it = exported_.emplace(id, h).first;
+      }
+      static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(out.bytes), "IpcHandle holds a CUDA IPC handle");
+      std::memcpy(out.bytes, &it->second, sizeof(cudaIpcMemHandle_t));
+    }
+    out.buffer_id = id;
+    out.offset = int64_t(reinterpret_cast<CUdeviceptr>(ptr) - start);
+    out.size = int64_t(size);
+    return Status::Ok;
+  }
+
+  Status ipc_open(const IpcHandle &handle, void **base) override {
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, handle.bytes, sizeof h);
+    TEMPI_CUDA(cudaIpcOpenMemHandle(base, h, cudaIpcMemLazyEnablePeerAccess));
+    return Status::Ok;
+  }
+
+  void ipc_close(void *base) override {
+    if (cudaIpcCloseMemHandle(base) != cudaSuccess) cudaGetLastError();
+  }
+
+  bool ipc_peer_access(const std::string &device) override {
+    int mine = 0, theirs = -1, can = 0;
+    if (!has_gpu() || cudaGetDevice(&mine) != cudaSuccess || cudaDeviceGetByPCIBusId(&theirs, device.c_str()) !=
+                                                                   cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    if (theirs == mine) return true;
+    if (cudaDeviceCanAccessPeer(&can, mine, theirs) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return can != 0;
+  }
+
   int device_of(const void *ptr) override {
     if (!ptr || !has_gpu()) return -1;
     cudaPointerAttributes attr;
@@ -347,6 +422,11 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Exported allocations by buffer id: cudaIpcGetMemHandle costs microseconds per call.
+  static constexpr size_t kMaxExported = 4096;
+  std::mutex ipc_mutex_;
+  std::unordered_map<unsigned long long, cudaIpcMemHandle_t> exported_;
+
   // Runs the kernel between a GPU-accessible typed buffer and a GPU-accessible packed buffer.
   Status run_kernel(const Plan &plan, void *typed, void *packed, int64_t first, int64_t last, bool to_packed,
                     cudaStream_t stream) {

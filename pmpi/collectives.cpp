@@ -12,6 +12,7 @@
 #include "log.hpp"
 #include "requests.hpp"
 #include "runtime.hpp"
+#include "zero_copy.hpp"
 
 namespace tempi {
 
@@ -83,6 +84,30 @@ int copy_failed(MPI_Comm comm, const char *call, const char *where, Status st) {
 
 }  // namespace
 
+bool place_block(void *buf, const Block &b, const std::shared_ptr<const TypeInfo> *same, PlacedBlock &out) {
+  out.info = same ? *same : type_cache().find(b.type);
+  const TypeInfo &info = *out.info;
+  out.bytes = 0;
+  if (b.count == 0 || info.size == 0) return true;
+  if (!info.plan) return false;
+  out.plan = info.plan->for_count(b.count);
+  out.bytes = out.plan.packed_size();
+  // A block's address need not lie in the allocation its data lies in (a lower bound
+  // below its data, a displacement beyond it): GPU work starts from its first byte.
+  out.typed = static_cast<char *>(buf) + b.disp;
+  int64_t lowest, highest;
+  reach(out.plan, lowest, highest);
+  if (out.bytes > 0 && (lowest > 0 || highest <= 0)) {
+    out.typed += lowest;
+    out.plan.start -= lowest;
+    highest -= lowest;
+    lowest = 0;
+  }
+  out.low = lowest;
+  out.high = highest;
+  return true;
+}
+
 // ---- Side --------------------------------------------------------------------------------
 
 int Side::plan(void *buf, std::vector<Block> blocks, bool typed_only, MPI_Comm comm, const char *call) {
@@ -108,26 +133,17 @@ int Side::plan(void *buf, std::vector<Block> blocks, bool typed_only, MPI_Comm c
       const Block &b = blocks_[i];
       offsets_[i] = total;
       if (b.count == 0) continue;
-      // Equal types of neighbouring blocks (every block of most calls) share one lookup.
-      if (i > 0 && blocks_[i - 1].type == b.type && infos_[i - 1]) infos_[i] = infos_[i - 1];
-      else infos_[i] = type_cache().find(b.type);
-      const TypeInfo &info = *infos_[i];
-      if (info.size == 0) continue;
-      if (!info.plan) {
+      const bool same = i > 0 && blocks_[i - 1].type == b.type && infos_[i - 1];
+      PlacedBlock placed;
+      if (!place_block(buf, b, same ? &infos_[i - 1] : nullptr, placed)) {
         plannable = false;
         break;
       }
-      plans_[i] = info.plan->for_count(b.count);
-      bytes_[i] = plans_[i].packed_size();
-      // A block's address need not lie in the allocation its data lies in (a lower bound
-      // below its data, a displacement beyond it): GPU work starts from its first byte.
-      typed_[i] = static_cast<char *>(buf) + b.disp;
-      int64_t lowest, highest;
-      reach(plans_[i], lowest, highest);
-      if (bytes_[i] > 0 && (lowest > 0 || highest <= 0)) {
-        typed_[i] += lowest;
-        plans_[i].start -= lowest;
-      }
+      infos_[i] = std::move(placed.info);
+      if (placed.bytes == 0) continue;
+      plans_[i] = std::move(placed.plan);
+      bytes_[i] = placed.bytes;
+      typed_[i] = placed.typed;
       contiguous = contiguous && plans_[i].contiguous();
       total += bytes_[i];
     }
@@ -342,9 +358,10 @@ bool role_of(const Group &g, int root, Role &r) {
 
 // The neighbourhood of a process topology, in MPI's order: a Cartesian one's missing
 // neighbours are MPI_PROC_NULL (their blocks are left alone). False without a topology.
-bool neighbourhood(MPI_Comm comm, std::vector<int> &sources, std::vector<int> &dests) {
+bool neighbourhood(MPI_Comm comm, std::vector<int> &sources, std::vector<int> &dests, bool *cartesian = nullptr) {
   int status = MPI_UNDEFINED;
   if (comm == MPI_COMM_NULL || PMPI_Topo_test(comm, &status) != MPI_SUCCESS) return false;
+  if (cartesian) *cartesian = status == MPI_CART;
   if (status == MPI_CART) {
     int ndims = 0;
     PMPI_Cartdim_get(comm, &ndims);
@@ -378,6 +395,13 @@ bool neighbourhood(MPI_Comm comm, std::vector<int> &sources, std::vector<int> &d
     return true;
   }
   return false;
+}
+
+// Comm ranks 0..n-1: the peers of an all-to-all's blocks.
+std::vector<int> every_rank(int n) {
+  std::vector<int> v(size_t(std::max(n, 0)));
+  for (int i = 0; i < n; ++i) v[size_t(i)] = i;
+  return v;
 }
 
 // ---- blocks ------------------------------------------------------------------------------
@@ -826,24 +850,33 @@ int alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Da
   if (!group_of(comm, g)) return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
   auto op = new_op("MPI_Alltoallv", "MPI_Ialltoallv", comm, request);
   const bool in_place = sbuf == MPI_IN_PLACE;
-  std::vector<Block> blocks;
-  if (!in_place && gpu_data(sbuf)) {
-    if (const int err = varying(g.peers(), scounts, sdispls, stype, true, false, comm, op->call, blocks)) return err;
-    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
-  }
-  if (gpu_data(rbuf)) {
-    if (const int err = varying(g.peers(), rcounts, rdispls, rtype, in_place, true, comm, op->call, blocks))
+  const bool sgpu = !in_place && gpu_data(sbuf), rgpu = gpu_data(rbuf);
+  std::vector<Block> sblocks, rblocks;
+  if (sgpu)
+    if (const int err = varying(g.peers(), scounts, sdispls, stype, true, false, comm, op->call, sblocks)) return err;
+  if (rgpu)
+    if (const int err = varying(g.peers(), rcounts, rdispls, rtype, in_place, true, comm, op->call, rblocks))
       return err;
-    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  ZeroCopyCall zc;
+  if (!request && !g.inter) {
+    const std::vector<int> all = every_rank(g.size);
+    if (const int err = zc.start(comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, all,
+                                 rgpu && !in_place ? rbuf : nullptr, rblocks, all, false))
+      return err;
   }
-  if (!needed(*op)) return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
+  if (sgpu)
+    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
+  if (rgpu)
+    if (const int err = op->recv.plan(rbuf, std::move(rblocks), false, comm, op->call)) return err;
+  if (!needed(*op)) return zc.finish(next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype));
   if (const int err = load(*op)) return err;
   VArgs s, r;
   if (const int err = wire_varying(op->send, scounts, sdispls, stype, *op, op->swire, s)) return err;
   if (const int err = wire_varying(op->recv, rcounts, rdispls, rtype, *op, op->rwire, r)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type, op->recv.library_buffer(rbuf),
-                           r.counts, r.displs, r.type),
-                  request);
+  return zc.finish(conclude(op,
+                            next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type,
+                                 op->recv.library_buffer(rbuf), r.counts, r.displs, r.type),
+                            request));
 }
 
 int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[], void *rbuf,
@@ -858,24 +891,33 @@ int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const 
   if (!group_of(comm, g)) return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
   auto op = new_op("MPI_Alltoallw", "MPI_Ialltoallw", comm, request);
   const bool in_place = sbuf == MPI_IN_PLACE;
-  std::vector<Block> blocks;
-  if (!in_place && gpu_data(sbuf)) {
-    if (const int err = typed(g.peers(), scounts, sdispls, stypes, true, false, comm, op->call, blocks)) return err;
-    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
-  }
-  if (gpu_data(rbuf)) {
-    if (const int err = typed(g.peers(), rcounts, rdispls, rtypes, in_place, true, comm, op->call, blocks))
+  const bool sgpu = !in_place && gpu_data(sbuf), rgpu = gpu_data(rbuf);
+  std::vector<Block> sblocks, rblocks;
+  if (sgpu)
+    if (const int err = typed(g.peers(), scounts, sdispls, stypes, true, false, comm, op->call, sblocks)) return err;
+  if (rgpu)
+    if (const int err = typed(g.peers(), rcounts, rdispls, rtypes, in_place, true, comm, op->call, rblocks))
       return err;
-    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+  ZeroCopyCall zc;
+  if (!request && !g.inter) {
+    const std::vector<int> all = every_rank(g.size);
+    if (const int err = zc.start(comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, all,
+                                 rgpu && !in_place ? rbuf : nullptr, rblocks, all, false))
+      return err;
   }
-  if (!needed(*op)) return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
+  if (sgpu)
+    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
+  if (rgpu)
+    if (const int err = op->recv.plan(rbuf, std::move(rblocks), false, comm, op->call)) return err;
+  if (!needed(*op)) return zc.finish(next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes));
   if (const int err = load(*op)) return err;
   WArgs<int> s, r;
   if (const int err = wire_typed(op->send, scounts, sdispls, stypes, *op, op->swire, op->swire.displs, s)) return err;
   if (const int err = wire_typed(op->recv, rcounts, rdispls, rtypes, *op, op->rwire, op->rwire.displs, r)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types, op->recv.library_buffer(rbuf),
-                           r.counts, r.displs, r.types),
-                  request);
+  return zc.finish(conclude(op,
+                            next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types,
+                                 op->recv.library_buffer(rbuf), r.counts, r.displs, r.types),
+                            request));
 }
 
 // ---- neighbourhoods ----------------------------------------------------------------------
@@ -985,30 +1027,40 @@ int neighbor_alltoallv(const void *sbuf, const int scounts[], const int sdispls[
                    : TEMPI_NEXT(MPI_Neighbor_alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm);
   };
   std::vector<int> sources, dests;
-  if (!neighbourhood(comm, sources, dests))
+  bool cartesian = false;
+  if (!neighbourhood(comm, sources, dests, &cartesian))
     return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
   auto op = new_op("MPI_Neighbor_alltoallv", "MPI_Ineighbor_alltoallv", comm, request);
-  std::vector<Block> blocks;
-  if (gpu_data(sbuf)) {
-    if (const int err = varying(int(dests.size()), scounts, sdispls, stype, true, false, comm, op->call, blocks))
+  const bool sgpu = gpu_data(sbuf), rgpu = gpu_data(rbuf);
+  std::vector<Block> sblocks, rblocks;
+  if (sgpu) {
+    if (const int err = varying(int(dests.size()), scounts, sdispls, stype, true, false, comm, op->call, sblocks))
       return err;
-    skip_null_peers(blocks, dests);
-    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
+    skip_null_peers(sblocks, dests);
   }
-  if (gpu_data(rbuf)) {
-    if (const int err = varying(int(sources.size()), rcounts, rdispls, rtype, false, true, comm, op->call, blocks))
+  if (rgpu) {
+    if (const int err = varying(int(sources.size()), rcounts, rdispls, rtype, false, true, comm, op->call, rblocks))
       return err;
-    skip_null_peers(blocks, sources);
-    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+    skip_null_peers(rblocks, sources);
   }
-  if (!needed(*op)) return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
+  ZeroCopyCall zc;
+  if (!request)
+    if (const int err = zc.start(comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, dests,
+                                 rgpu ? rbuf : nullptr, rblocks, sources, cartesian))
+      return err;
+  if (sgpu)
+    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
+  if (rgpu)
+    if (const int err = op->recv.plan(rbuf, std::move(rblocks), false, comm, op->call)) return err;
+  if (!needed(*op)) return zc.finish(next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype));
   if (const int err = load(*op)) return err;
   VArgs s, r;
   if (const int err = wire_varying(op->send, scounts, sdispls, stype, *op, op->swire, s)) return err;
   if (const int err = wire_varying(op->recv, rcounts, rdispls, rtype, *op, op->rwire, r)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type, op->recv.library_buffer(rbuf),
-                           r.counts, r.displs, r.type),
-                  request);
+  return zc.finish(conclude(op,
+                            next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type,
+                                 op->recv.library_buffer(rbuf), r.counts, r.displs, r.type),
+                            request));
 }
 
 int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdispls[], const MPI_Datatype stypes[],
@@ -1020,23 +1072,32 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
                    : TEMPI_NEXT(MPI_Neighbor_alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm);
   };
   std::vector<int> sources, dests;
-  if (!neighbourhood(comm, sources, dests))
+  bool cartesian = false;
+  if (!neighbourhood(comm, sources, dests, &cartesian))
     return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
   auto op = new_op("MPI_Neighbor_alltoallw", "MPI_Ineighbor_alltoallw", comm, request);
-  std::vector<Block> blocks;
-  if (gpu_data(sbuf)) {
-    if (const int err = typed(int(dests.size()), scounts, sdispls, stypes, true, false, comm, op->call, blocks))
+  const bool sgpu = gpu_data(sbuf), rgpu = gpu_data(rbuf);
+  std::vector<Block> sblocks, rblocks;
+  if (sgpu) {
+    if (const int err = typed(int(dests.size()), scounts, sdispls, stypes, true, false, comm, op->call, sblocks))
       return err;
-    skip_null_peers(blocks, dests);
-    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
+    skip_null_peers(sblocks, dests);
   }
-  if (gpu_data(rbuf)) {
-    if (const int err = typed(int(sources.size()), rcounts, rdispls, rtypes, false, true, comm, op->call, blocks))
+  if (rgpu) {
+    if (const int err = typed(int(sources.size()), rcounts, rdispls, rtypes, false, true, comm, op->call, rblocks))
       return err;
-    skip_null_peers(blocks, sources);
-    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+    skip_null_peers(rblocks, sources);
   }
-  if (!needed(*op)) return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
+  ZeroCopyCall zc;
+  if (!request)
+    if (const int err = zc.start(comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, dests,
+                                 rgpu ? rbuf : nullptr, rblocks, sources, cartesian))
+      return err;
+  if (sgpu)
+    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
+  if (rgpu)
+    if (const int err = op->recv.plan(rbuf, std::move(rblocks), false, comm, op->call)) return err;
+  if (!needed(*op)) return zc.finish(next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes));
   if (const int err = load(*op)) return err;
   // MPICH before 4.1 reads the count arrays of MPI_Neighbor_alltoallw with the other
   // direction's degree (pmodels/mpich#6233): TEMPI's arrays hold max(indegree, outdegree).
@@ -1046,9 +1107,10 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
     return err;
   if (const int err = wire_typed(op->recv, rcounts, rdispls, rtypes, *op, op->rwire, op->rwire.adispls, r, room))
     return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types, op->recv.library_buffer(rbuf),
-                           r.counts, r.displs, r.types),
-                  request);
+  return zc.finish(conclude(op,
+                            next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types,
+                                 op->recv.library_buffer(rbuf), r.counts, r.displs, r.types),
+                            request));
 }
 
 // ---- reductions --------------------------------------------------------------------------

@@ -47,6 +47,19 @@ struct Block {
   bool store = false;  // the library writes it: unpacked (or copied back) after the call
 };
 
+// A block's plan placed at its data: GPU work starts at `typed` (the block's address, or
+// its first byte where the block's address lies outside the bytes it touches).
+struct PlacedBlock {
+  std::shared_ptr<const TypeInfo> info;  // keeps device-side plan data alive
+  Plan plan;
+  char *typed = nullptr;
+  int64_t bytes = 0;  // packed
+  int64_t low = 0, high = 0;  // the bytes it touches: [typed + low, typed + high)
+};
+// False when TEMPI cannot plan the block's type. `same`: the info of a block of the same
+// type (neighbouring blocks of most calls share one lookup), or null.
+bool place_block(void *buf, const Block &b, const std::shared_ptr<const TypeInfo> *same, PlacedBlock &out);
+
 // How one buffer argument of this rank reaches the MPI library.
 class Side {
  public:

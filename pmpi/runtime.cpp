@@ -15,6 +15,7 @@
 #include "requests.hpp"
 #include "type_cache.hpp"
 #include "validate.hpp"
+#include "zero_copy.hpp"
 
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // Open MPI's MPIX_Query_cuda_support
@@ -105,6 +106,12 @@ void stop() {
   TEMPI_LOG(Info, "%llu GPU synchronizations in this process",
             static_cast<unsigned long long>(gpu_backend().synchronizations()));
   log_high_water_marks();
+  if (log_enabled(LogLevel::Info)) {
+    const ZeroCopyCounts z = zero_copy_counts();
+    log(LogLevel::Info, "zero-copy: %llu blocks read from peers' GPU memory, %llu to itself, %llu peer allocations "
+        "mapped", (unsigned long long)z.peer_blocks, (unsigned long long)z.self_blocks, (unsigned long long)z.mappings);
+  }
+  zero_copy_shutdown();
   g_active = false;
   g_finalized = true;
   type_cache().clear();

@@ -8,12 +8,19 @@
 #include "engine.hpp"
 #include "forward.hpp"
 #include "runtime.hpp"
+#include "zero_copy.hpp"
 
 using namespace tempi;
 
 namespace {
 
 bool ours(const void *a, const void *b = nullptr) { return active() && (gpu_data(a) || gpu_data(b)); }
+
+// A blocking exchange collective: also on host buffers where peers may use zero-copy
+// (zero_copy.hpp: every rank of the call takes part in its protocol).
+bool ours_exchange(const void *a, const void *b, MPI_Comm comm) {
+  return ours(a, b) || (active() && zero_copy_participates(comm));
+}
 
 }  // namespace
 
@@ -137,7 +144,7 @@ int TEMPI_WRAPPER(MPI_Alltoallv)(const void *sbuf, const int scounts[], const in
                                  void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                                  MPI_Comm comm) {
   flush_sends();
-  if (!ours(sbuf, rbuf))
+  if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Alltoallv)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
   return coll::alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, nullptr);
 }
@@ -155,7 +162,7 @@ int TEMPI_WRAPPER(MPI_Alltoallw)(const void *sbuf, const int scounts[], const in
                                  const MPI_Datatype stypes[], void *rbuf, const int rcounts[], const int rdispls[],
                                  const MPI_Datatype rtypes[], MPI_Comm comm) {
   flush_sends();
-  if (!ours(sbuf, rbuf))
+  if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Alltoallw)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
   return coll::alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, nullptr);
 }
@@ -220,7 +227,7 @@ int TEMPI_WRAPPER(MPI_Neighbor_alltoallv)(const void *sbuf, const int scounts[],
                                           MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
                                           MPI_Datatype rtype, MPI_Comm comm) {
   flush_sends();
-  if (!ours(sbuf, rbuf))
+  if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Neighbor_alltoallv)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
   return coll::neighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, nullptr);
 }
@@ -239,7 +246,7 @@ int TEMPI_WRAPPER(MPI_Neighbor_alltoallw)(const void *sbuf, const int scounts[],
                                           const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
                                           const MPI_Aint rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm) {
   flush_sends();
-  if (!ours(sbuf, rbuf))
+  if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Neighbor_alltoallw)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
   return coll::neighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, nullptr);
 }

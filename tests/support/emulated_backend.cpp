@@ -19,17 +19,25 @@
 // queried a second time), or when a synchronous call on that thread runs (stream
 // order). So code that reads packed bytes before waiting reads stale bytes on CI too.
 //
+// IPC: an application's device allocation keeps its memory file open, and another process
+// of the node maps it (through /proc/<pid>/fd/<fd>) as device memory of its own, the
+// stand-in for cudaIpcOpenMemHandle: so zero-copy collectives run their whole protocol on CI
+// and a peer's "GPU" memory faults on host access there too.
+//
 // Faults (emulated_faults.hpp): a test can make the n-th next device or pinned
 // allocation, kernel launch or copy fail, as cudaMalloc, cudaHostAlloc, a launch or
 // cudaMemcpy can, to drive TEMPI's fallbacks and error paths on CI.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -285,6 +293,15 @@ bool injected(EmulatedFault kind) {
 
 class EmulatedBackend final : public Backend {
  public:
+  // Each live application allocation holds a descriptor (its memory file, for IPC): allow
+  // as many as the system does, not the customary 1024.
+  EmulatedBackend() {
+    struct rlimit files;
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+      files.rlim_cur = files.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &files);
+    }
+  }
   bool has_gpu() override { return true; }
   std::string device_name() override { return "emulated GPU (host memory behind PROT_NONE)"; }
 
@@ -396,6 +413,34 @@ class EmulatedBackend final : public Backend {
   }
   void release_plan(uint64_t) override {}
 
+  // The handle names the memory file: its owner's process id and descriptor.
+  struct EmulatedHandle {
+    int32_t pid, fd;
+  };
+  Status ipc_export(const void *ptr, IpcHandle &out) override {
+    size_t offset = 0;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Region *r = find_locked(ptr, &offset);
+    if (!r || r->space != MemorySpace::Device || r->fd < 0) return Status::Unsupported;
+    const EmulatedHandle h{int32_t(getpid()), r->fd};
+    std::memcpy(out.bytes, &h, sizeof h);
+    out.buffer_id = r->id;
+    out.offset = int64_t(offset);
+    out.size = int64_t(r->bytes);
+    return Status::Ok;
+  }
+  Status ipc_open(const IpcHandle &handle, void **base) override {
+    EmulatedHandle h;
+    std::memcpy(&h, handle.bytes, sizeof h);
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/fd/%d", int(h.pid), int(h.fd));
+    const int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return Status::GpuError;
+    return allocate_from(fd, size_t(handle.size), MemorySpace::Device, base, false);
+  }
+  void ipc_close(void *base) override { release(base); }
+  bool ipc_peer_access(const std::string &device) override { return device == device_id(); }
+
   MemoryUse memory_use() override {
     std::lock_guard<std::mutex> lock(mutex_);
     return use_;
@@ -409,6 +454,8 @@ class EmulatedBackend final : public Backend {
     size_t span;         // device memory: bytes mapped at the view and at the alias
     size_t slot;         // device memory: its entry in g_slots, or kSlots
     bool staging;        // lent by acquire (what memory_use counts, as the CUDA pools do)
+    int fd = -1;         // an application's device allocation: its memory file, for IPC
+    uint64_t id = 0;     // device memory: the allocation's identity (never reused)
   };
 
   // A synchronous call: it follows the work queued on this thread's stream and is one
@@ -530,6 +577,12 @@ class EmulatedBackend final : public Backend {
   }
 
   Status allocate(size_t bytes, MemorySpace space, void **out, bool staging = false) {
+    return allocate_from(-1, bytes, space, out, staging);
+  }
+
+  // Device memory from memory file `fd` (another process's, mapped by ipc_open), or from a
+  // new one when fd < 0.
+  Status allocate_from(int import_fd, size_t bytes, MemorySpace space, void **out, bool staging) {
     if (injected(space == MemorySpace::Device ? EmulatedFault::DeviceAlloc : EmulatedFault::PinnedAlloc))
       return Status::NoMemory;
     if (space != MemorySpace::Device) {  // pinned host memory is host memory
@@ -548,9 +601,10 @@ class EmulatedBackend final : public Backend {
     if (want > SIZE_MAX / 2) return Status::NoMemory;
     const size_t len = (want + page - 1) / page * page;
     const size_t span = len + page;  // the last page lies past the file's end: a guard
-    const int fd = memfd_create("tempi-emulated-gpu", MFD_CLOEXEC);
+    const bool imported = import_fd >= 0;
+    const int fd = imported ? import_fd : memfd_create("tempi-emulated-gpu", MFD_CLOEXEC);
     if (fd < 0) return Status::NoMemory;
-    if (ftruncate(fd, off_t(len)) != 0) {  // sparse: pages cost memory once written
+    if (!imported && ftruncate(fd, off_t(len)) != 0) {  // sparse: pages cost memory once written
       close(fd);
       return Status::NoMemory;
     }
@@ -558,7 +612,9 @@ class EmulatedBackend final : public Backend {
     void *view = alias == MAP_FAILED ? MAP_FAILED
                                      : mmap(nullptr, span, host_may_touch ? PROT_READ | PROT_WRITE : PROT_NONE,
                                             MAP_SHARED | MAP_NORESERVE, fd, 0);
-    close(fd);
+    // An application's allocation keeps its file for peers to map (TEMPI's staging is never exported).
+    const bool exportable = !imported && !staging;
+    if (!exportable || view == MAP_FAILED) close(fd);
     if (view == MAP_FAILED) {
       if (alias != MAP_FAILED) munmap(alias, span);
       return Status::NoMemory;
@@ -580,8 +636,10 @@ class EmulatedBackend final : public Backend {
       g_slots[slot].span.store(span, std::memory_order_relaxed);
       g_slots[slot].base.store(reinterpret_cast<uintptr_t>(view), std::memory_order_release);
     }
-    const Region &r = regions_[reinterpret_cast<uintptr_t>(view)] = {bytes, space, static_cast<char *>(alias), span,
-                                                                     slot, staging};
+    Region &r = regions_[reinterpret_cast<uintptr_t>(view)] = {bytes, space, static_cast<char *>(alias), span,
+                                                               slot, staging};
+    r.fd = exportable ? fd : -1;
+    r.id = ++next_id_;
     count_locked(r, true);
     *out = view;
     return Status::Ok;
@@ -603,6 +661,7 @@ class EmulatedBackend final : public Backend {
       std::free(p);
       return;
     }
+    if (r.fd >= 0) close(r.fd);
     munmap(p, r.span);
     munmap(r.alias, r.span);
   }
@@ -610,6 +669,7 @@ class EmulatedBackend final : public Backend {
   std::mutex mutex_;
   std::map<uintptr_t, Region> regions_;
   size_t next_slot_ = 0;
+  uint64_t next_id_ = 0;
   MemoryUse use_;
   std::atomic<uint64_t> syncs_{0};
 };

@@ -1,0 +1,638 @@
+#include "zero_copy.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <list>
+#include <map>
+#include <mutex>
+#include <new>
+
+#include "config.hpp"
+#include "errors.hpp"
+#include "forward.hpp"
+#include "log.hpp"
+#include "runtime.hpp"
+#include "type_plan.hpp"
+
+namespace tempi {
+
+namespace {
+
+// ---- The shared segment of one rank -------------------------------------------------------
+
+// One pair as one end sees it: the k-th block (`occurrence`) between this rank and comm rank
+// `peer` in one direction.
+struct Entry {
+  int32_t peer = 0, occurrence = 0;
+  int64_t bytes = 0;
+  int64_t plan_at = -1;  // a send: the plan's place in this rank's arena
+  int64_t offset = 0;    // a send: where the plan starts, from the first byte of the send allocation
+};
+
+constexpr int kMaxEntries = 1024;  // pairs on the node per direction and call; more: the pack path
+constexpr int kMaxReadable = 16;
+constexpr size_t kArenaBytes = size_t(256) << 10;
+constexpr size_t kIdBytes = 32;
+
+// What a rank says about one call. `seq` is written last (and zeroed first): a reader that
+// finds the call's number before and after copying has a consistent copy.
+struct Slot {
+  std::atomic<uint64_t> seq{0};
+  std::atomic<uint64_t> done{0};  // pairs whose readers finished reading this rank's send blocks
+  std::atomic<uint64_t> seen{0};  // peers that copied this slot (it is not rewritten before all did)
+  IpcHandle handle;               // of the send buffer's allocation (size 0: not exported)
+  char send_device[kIdBytes] = {};
+  int32_t nsend = 0, nrecv = 0;
+  Entry entries[kMaxEntries * 2];  // sends, then receives
+};
+
+struct Segment {
+  int32_t pid = 0;
+  int32_t nreadable = 0;
+  char readable[kMaxReadable][kIdBytes] = {};  // GPUs whose memory this rank's GPU reads
+  Slot slots[2];                               // calls alternate: a rank is at most one call ahead of a peer that waits for it
+  std::atomic<uint64_t> arena_used{0};
+  char arena[kArenaBytes];
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory counters must be lock-free");
+
+// A plan in the arena: a header, then its runs and dimensions.
+struct PlanHeader {
+  int64_t start, pattern_size, extent, nruns, ndims;
+};
+
+void copy_id(char (&dst)[kIdBytes], const std::string &id) {
+  std::memset(dst, 0, kIdBytes);
+  std::memcpy(dst, id.data(), std::min(id.size(), kIdBytes - 1));
+}
+
+// ---- Peer allocations, mapped once --------------------------------------------------------
+
+struct Mapping {
+  int32_t pid;
+  uint64_t buffer_id;
+  void *base;
+};
+
+class Mappings {
+ public:
+  // The peer allocation named by `h`, mapped on the current device. Most recently used first;
+  // the oldest beyond kMax are unmapped (a peer's freed allocation stays alive while mapped).
+  Status get(int32_t pid, const IpcHandle &h, void **base) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = list_.begin(); it != list_.end(); ++it)
+      if (it->pid == pid && it->buffer_id == h.buffer_id) {
+        list_.splice(list_.begin(), list_, it);
+        *base = it->base;
+        return Status::Ok;
+      }
+    const Status st = gpu_backend().ipc_open(h, base);
+    if (st != Status::Ok) return st;
+    ++opened_;
+    list_.push_front({pid, h.buffer_id, *base});
+    while (list_.size() > kMax) {
+      gpu_backend().ipc_close(list_.back().base);
+      list_.pop_back();
+    }
+    return Status::Ok;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Mapping &m : list_) gpu_backend().ipc_close(m.base);
+    list_.clear();
+  }
+  uint64_t opened() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return opened_;
+  }
+
+ private:
+  static constexpr size_t kMax = 64;
+  std::mutex mutex_;
+  std::list<Mapping> list_;
+  uint64_t opened_ = 0;
+};
+
+Mappings &mappings() {
+  static Mappings *m = new Mappings;  // immortal: used until MPI_Finalize
+  return *m;
+}
+
+std::atomic<uint64_t> g_peer_blocks{0}, g_self_blocks{0};
+std::atomic<bool> g_stopped{false};
+
+// The identity (PCI bus id) of GPU `device`, asked once.
+std::string identity_of(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::string> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(device);
+  if (it != known.end()) return it->second;
+  Backend &b = gpu_backend();
+  const int previous = b.use_device(device);
+  std::string id = b.device_id();
+  b.use_device(previous);
+  return known[device] = id;
+}
+
+}  // namespace
+
+// ---- One communicator's node ---------------------------------------------------------------
+
+struct NodeShare {
+  MPI_Comm node = MPI_COMM_NULL;  // this node's ranks of the communicator
+  MPI_Win win = MPI_WIN_NULL;
+  int node_rank = 0;
+  std::vector<Segment *> segments;  // by node rank
+  std::vector<int> node_of;         // comm rank -> node rank, or -1
+  std::vector<int> comm_of;         // node rank -> comm rank
+  int home_device = -1;             // this rank's GPU (receive buffers elsewhere are not read by zero-copy)
+  uint64_t seq = 0;                 // blocking exchange collectives on the communicator so far
+  // This rank's published plans, by (plan id, count), and the peers' plans read so far.
+  std::map<std::pair<uint64_t, int64_t>, int64_t> published;
+  std::map<std::pair<int, int64_t>, Plan> peer_plans;
+  bool arena_full_logged = false;
+
+  Segment &mine() { return *segments[size_t(node_rank)]; }
+
+  ~NodeShare() {
+    for (auto &p : peer_plans) gpu_backend().release_plan(p.second.id);
+    // After MPI_Finalize began the library frees its own objects; before, freeing is
+    // collective on the node, as the communicator's free that runs this is.
+    if (g_stopped.load()) return;
+    if (win != MPI_WIN_NULL) PMPI_Win_free(&win);
+    if (node != MPI_COMM_NULL) PMPI_Comm_free(&node);
+  }
+
+  // The arena offset of `plan` (placed for `count` elements of plan id `id`), publishing it
+  // the first time; -1 when the arena is full.
+  int64_t publish(const Plan &plan, uint64_t id, int64_t count) {
+    const auto key = std::make_pair(id, count);
+    auto it = published.find(key);
+    if (it != published.end()) return it->second;
+    Segment &s = mine();
+    const size_t need = sizeof(PlanHeader) + plan.pattern.size() * sizeof(Run) + plan.dims.size() * sizeof(Dim);
+    const uint64_t used = s.arena_used.load(std::memory_order_relaxed);
+    const uint64_t at = (used + 7) & ~uint64_t(7);
+    if (at + need > kArenaBytes) {
+      if (!arena_full_logged)
+        TEMPI_LOG(Debug, "zero-copy: the plan arena of this communicator is full; new types use the pack path");
+      arena_full_logged = true;
+      return -1;
+    }
+    char *p = s.arena + at;
+    const PlanHeader h{plan.start, plan.pattern_size, plan.extent, int64_t(plan.pattern.size()),
+                       int64_t(plan.dims.size())};
+    std::memcpy(p, &h, sizeof h);
+    std::memcpy(p + sizeof h, plan.pattern.data(), plan.pattern.size() * sizeof(Run));
+    std::memcpy(p + sizeof h + plan.pattern.size() * sizeof(Run), plan.dims.data(), plan.dims.size() * sizeof(Dim));
+    s.arena_used.store(at + need, std::memory_order_release);
+    published.emplace(key, int64_t(at));
+    return int64_t(at);
+  }
+
+  // Node rank `peer`'s plan at arena offset `at` (published before the slot that names it).
+  const Plan &peer_plan(int peer, int64_t at) {
+    const auto key = std::make_pair(peer, at);
+    auto it = peer_plans.find(key);
+    if (it != peer_plans.end()) return it->second;
+    const char *p = segments[size_t(peer)]->arena + at;
+    PlanHeader h;
+    std::memcpy(&h, p, sizeof h);
+    Plan plan;
+    plan.start = h.start;
+    plan.pattern_size = h.pattern_size;
+    plan.extent = h.extent;
+    plan.pattern.resize(size_t(h.nruns));
+    plan.dims.resize(size_t(h.ndims));
+    std::memcpy(plan.pattern.data(), p + sizeof h, size_t(h.nruns) * sizeof(Run));
+    std::memcpy(plan.dims.data(), p + sizeof h + size_t(h.nruns) * sizeof(Run), size_t(h.ndims) * sizeof(Dim));
+    plan.id = new_plan_id();  // its device-side data is this process's
+    return peer_plans.emplace(key, std::move(plan)).first->second;
+  }
+};
+
+namespace {
+
+// ---- Setting up a communicator --------------------------------------------------------------
+
+int delete_share(MPI_Comm, int, void *value, void *) {
+  delete static_cast<std::shared_ptr<NodeShare> *>(value);
+  return MPI_SUCCESS;
+}
+
+int share_keyval() {
+  static const int keyval = [] {
+    int k = MPI_KEYVAL_INVALID;
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_share, &k, nullptr);
+    return k;
+  }();
+  return keyval;
+}
+
+// Collective on `comm` (its first blocking exchange collective): whether every rank takes
+// part (TEMPI on, TEMPI_IPC not off, a GPU), and then this node's shared window.
+std::shared_ptr<NodeShare> make_share(MPI_Comm comm) {
+  Backend &b = gpu_backend();
+  int everyone = config().ipc && b.has_gpu() ? 1 : 0;
+  if (PMPI_Allreduce(MPI_IN_PLACE, &everyone, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !everyone) return nullptr;
+  auto share = std::make_shared<NodeShare>();
+  MPI_Comm node = MPI_COMM_NULL;
+  if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return nullptr;
+  if (const int k = config().ipc_ranks_per_node; k > 0) {  // tests: smaller "nodes"
+    int world = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world);
+    MPI_Comm part = MPI_COMM_NULL;
+    const int err = PMPI_Comm_split(node, world / k, 0, &part);
+    PMPI_Comm_free(&node);
+    if (err != MPI_SUCCESS) return nullptr;
+    node = part;
+  }
+  share->node = node;
+  int n = 0, size = 0;
+  PMPI_Comm_rank(node, &share->node_rank);
+  PMPI_Comm_size(node, &n);
+  PMPI_Comm_size(comm, &size);
+  // Rank maps, through the groups.
+  MPI_Group ng, cg;
+  PMPI_Comm_group(node, &ng);
+  PMPI_Comm_group(comm, &cg);
+  std::vector<int> nodes(static_cast<size_t>(n)), in_comm(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) nodes[size_t(i)] = i;
+  PMPI_Group_translate_ranks(ng, n, nodes.data(), cg, in_comm.data());
+  PMPI_Group_free(&ng);
+  PMPI_Group_free(&cg);
+  share->comm_of = in_comm;
+  share->node_of.assign(size_t(size), -1);
+  for (int i = 0; i < n; ++i) share->node_of[size_t(in_comm[size_t(i)])] = i;
+
+  void *base = nullptr;
+  if (PMPI_Win_allocate_shared(MPI_Aint(sizeof(Segment)), 1, MPI_INFO_NULL, node, &base, &share->win) !=
+      MPI_SUCCESS) {
+    TEMPI_LOG(Warn, "zero-copy: no shared memory window on this node; collectives use the pack path");
+    share->win = MPI_WIN_NULL;
+    return nullptr;  // every rank of the node fails alike: the call is collective
+  }
+  share->segments.resize(size_t(n));
+  for (int i = 0; i < n; ++i) {
+    MPI_Aint bytes = 0;
+    int unit = 0;
+    void *p = nullptr;
+    PMPI_Win_shared_query(share->win, i, &bytes, &unit, &p);
+    share->segments[size_t(i)] = static_cast<Segment *>(p);
+  }
+  Segment *mine = new (base) Segment;
+  mine->pid = int32_t(getpid());
+  // The GPUs this rank's GPU reads: its own and its peers'.
+  share->home_device = b.use_device(0);
+  b.use_device(share->home_device);
+  for (int d = 0; d < b.device_count() && mine->nreadable < kMaxReadable; ++d) {
+    const std::string id = identity_of(d);
+    if (id.empty()) continue;
+    if (d == share->home_device || b.ipc_peer_access(id)) copy_id(mine->readable[mine->nreadable++], id);
+  }
+  PMPI_Barrier(node);  // every segment is written before anyone reads one
+  return share;
+}
+
+// The communicator's share: made at its first blocking exchange collective (collective),
+// then found by attribute. Null: no zero-copy between ranks on this communicator.
+std::shared_ptr<NodeShare> share_of(MPI_Comm comm) {
+  const int keyval = share_keyval();
+  if (keyval == MPI_KEYVAL_INVALID) return nullptr;
+  void *value = nullptr;
+  int found = 0;
+  PMPI_Comm_get_attr(comm, keyval, &value, &found);
+  if (found) return *static_cast<std::shared_ptr<NodeShare> *>(value);
+  auto *kept = new std::shared_ptr<NodeShare>(make_share(comm));
+  PMPI_Comm_set_attr(comm, keyval, kept);
+  return *kept;
+}
+
+// ---- Waiting ------------------------------------------------------------------------------
+
+// Spins until `ready()`, letting the MPI library progress now and then, and saying once
+// every half minute what it is waiting for.
+template <class Ready>
+void spin_until(Ready ready, MPI_Comm node, const char *call, const char *what, int peer) {
+  auto began = std::chrono::steady_clock::now();
+  for (uint64_t n = 1; !ready(); ++n) {
+    if (n % 256 == 0) {
+      int flag = 0;
+      PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, node, &flag, MPI_STATUS_IGNORE);
+      sched_yield();
+    }
+    if (n % 65536 == 0 && std::chrono::steady_clock::now() - began > std::chrono::seconds(30)) {
+      TEMPI_LOG(Warn, "%s: still waiting for comm rank %d %s (zero-copy)", call, peer, what);
+      began = std::chrono::steady_clock::now();
+    }
+  }
+}
+
+// What a peer's slot says to this rank (comm rank `me`) about one call.
+struct PeerView {
+  IpcHandle handle;
+  char send_device[kIdBytes] = {};
+  std::vector<Entry> sends, recvs;  // its pairs with this rank
+};
+
+// A consistent copy of a peer's slot for call `seq` (false would mean the peer went past
+// the call without this rank's copy, which the `seen` count rules out).
+bool snapshot(Slot &s, uint64_t seq, int me, PeerView &view, MPI_Comm node, const char *call, int peer) {
+  uint64_t seen = 0;
+  spin_until([&] { return (seen = s.seq.load(std::memory_order_acquire)) >= seq; }, node, call,
+             "to enter the call", peer);
+  if (seen != seq) return false;
+  view.handle = s.handle;
+  std::memcpy(view.send_device, s.send_device, kIdBytes);
+  view.send_device[kIdBytes - 1] = 0;
+  const int ns = std::max(0, std::min(s.nsend, int32_t(kMaxEntries)));
+  const int nr = std::max(0, std::min(s.nrecv, int32_t(kMaxEntries)));
+  for (int k = 0; k < ns + nr; ++k) {
+    const Entry e = s.entries[k];
+    if (e.peer == me) (k < ns ? view.sends : view.recvs).push_back(e);
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return s.seq.load(std::memory_order_relaxed) == seq;
+}
+
+const Entry *find_entry(const std::vector<Entry> &entries, int occurrence) {
+  for (const Entry &e : entries)
+    if (e.occurrence == occurrence) return &e;
+  return nullptr;
+}
+
+bool readable_by(const Segment &receiver, const char *device) {
+  if (!device[0]) return false;
+  for (int i = 0; i < receiver.nreadable && i < kMaxReadable; ++i)
+    if (!std::strncmp(receiver.readable[i], device, kIdBytes)) return true;
+  return false;
+}
+
+// Per position of a peer list: which occurrence of its peer it is, or -1 where the position
+// takes no part (MPI_PROC_NULL, another node, a duplicate Cartesian neighbour).
+std::vector<int> occurrences(const std::vector<int> &peers, size_t n, bool cartesian, int me,
+                             const std::vector<int> *node_of) {
+  std::vector<int> occ(n, -1);
+  std::map<int, int> seen;
+  for (size_t i = 0; i < n && i < peers.size(); ++i) {
+    const int p = peers[i];
+    if (p == MPI_PROC_NULL || p < 0) continue;
+    if (p != me && (!node_of || p >= int(node_of->size()) || (*node_of)[size_t(p)] < 0)) continue;
+    occ[i] = seen[p]++;
+  }
+  if (cartesian)
+    for (size_t i = 0; i < n && i < peers.size(); ++i)
+      if (occ[i] >= 0 && seen[peers[i]] > 1) occ[i] = -1;
+  return occ;
+}
+
+}  // namespace
+
+// ---- The call ---------------------------------------------------------------------------------
+
+ZeroCopyCall::~ZeroCopyCall() {
+  if (started_) finish(MPI_SUCCESS);  // an error left the call early: peers still wait for this rank
+}
+
+int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector<Block> &sblocks,
+                        const std::vector<int> &dests, void *rbuf, std::vector<Block> &rblocks,
+                        const std::vector<int> &sources, bool cartesian) {
+  call_ = call;
+  comm_ = comm;
+  node_ = share_of(comm);  // collective the first time: before any decision of this rank's own
+  if (!config().ipc) return MPI_SUCCESS;
+  int me = 0;
+  PMPI_Comm_rank(comm, &me);
+  Backend &b = gpu_backend();
+  const std::vector<int> *node_of = node_ ? &node_->node_of : nullptr;
+  // A side that is not GPU data takes no part (its blocks stay as they are).
+  const std::vector<int> socc = occurrences(dests, sbuf ? sblocks.size() : 0, cartesian, me, node_of);
+  const std::vector<int> rocc = occurrences(sources, rbuf ? rblocks.size() : 0, cartesian, me, node_of);
+
+  // This rank's blocks: placed, and (sends to peers) published.
+  std::vector<PlacedBlock> splaced(socc.size()), rplaced(rocc.size());
+  std::vector<bool> sok(socc.size(), false), rok(rocc.size(), false);
+  IpcHandle handle;
+  bool exported = false;
+  if (node_ && sbuf) exported = b.ipc_export(sbuf, handle) == Status::Ok;
+  if (sbuf && !exported && node_)
+    TEMPI_LOG(Debug, "%s: the send buffer cannot be exported (IPC); its blocks to peers use the pack path", call);
+  const bool recv_home = rbuf && (!node_ || b.device_of(rbuf) == node_->home_device);
+  // A side with a block TEMPI cannot plan reaches the library as a host copy of its region,
+  // through the application's own counts: none of its blocks may be left out, so the side
+  // takes no part.
+  auto place_side = [](void *buf, const std::vector<Block> &blocks, const std::vector<int> &occ,
+                       std::vector<PlacedBlock> &placed, std::vector<bool> &ok) {
+    for (size_t i = 0; i < occ.size(); ++i) {
+      if (blocks[i].count <= 0) continue;
+      const bool same = i > 0 && placed[i - 1].info && blocks[i - 1].type == blocks[i].type;
+      if (!place_block(buf, blocks[i], same ? &placed[i - 1].info : nullptr, placed[i])) {
+        std::fill(ok.begin(), ok.end(), false);
+        return;
+      }
+      ok[i] = occ[i] >= 0 && placed[i].bytes > 0;
+    }
+  };
+  place_side(sbuf, sblocks, socc, splaced, sok);
+  place_side(rbuf, rblocks, rocc, rplaced, rok);
+
+  // Blocks to itself: the k-th send to this rank pairs with the k-th receive from it.
+  std::vector<size_t> self_moves;  // send positions
+  std::vector<size_t> self_into;   // receive positions
+  for (size_t i = 0; i < socc.size(); ++i) {
+    if (!sok[i] || dests[i] != me) continue;
+    for (size_t j = 0; j < rocc.size(); ++j)
+      if (rok[j] && sources[j] == me && rocc[j] == socc[i] && rplaced[j].bytes == splaced[i].bytes) {
+        self_moves.push_back(i);
+        self_into.push_back(j);
+        break;
+      }
+  }
+
+  // This call's slot.
+  started_ = node_ != nullptr;
+  if (node_) {
+    seq_ = ++node_->seq;
+    Slot &slot = node_->mine().slots[seq_ & 1];
+    slot.seq.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    slot.done.store(0, std::memory_order_relaxed);
+    slot.seen.store(0, std::memory_order_relaxed);
+    slot.handle = exported ? handle : IpcHandle{};
+    copy_id(slot.send_device, sbuf && exported ? identity_of(b.device_of(sbuf)) : std::string());
+    int ns = 0, nr = 0;
+    for (size_t i = 0; exported && i < socc.size() && ns < kMaxEntries; ++i) {
+      if (!sok[i] || dests[i] == me) continue;
+      const PlacedBlock &p = splaced[i];
+      const int64_t at = int64_t(p.typed - static_cast<char *>(sbuf)) + handle.offset;
+      if (at + p.low < 0 || at + p.high > handle.size) continue;  // data beyond the exported allocation
+      const int64_t plan_at = node_->publish(p.plan, p.info->plan->id, sblocks[i].count);
+      if (plan_at < 0) continue;
+      slot.entries[ns++] = Entry{dests[i], socc[i], p.bytes, plan_at, at};
+    }
+    for (size_t j = 0; recv_home && j < rocc.size() && nr < kMaxEntries; ++j) {
+      if (!rok[j] || sources[j] == me) continue;
+      slot.entries[ns + nr++] = Entry{sources[j], rocc[j], rplaced[j].bytes, -1, 0};
+    }
+    slot.nsend = ns;
+    slot.nrecv = nr;
+    slot.seq.store(seq_, std::memory_order_release);
+    // Every node peer of the call's pattern copies this slot and this rank copies theirs, host
+    // buffers or not: so no rank rewrites a slot that a peer has yet to read.
+    for (const std::vector<int> *list : {&dests, &sources})
+      for (int p : *list)
+        if (p >= 0 && p != me && p < int(node_->node_of.size()) && node_->node_of[size_t(p)] >= 0)
+          peers_.push_back(node_->node_of[size_t(p)]);
+    std::sort(peers_.begin(), peers_.end());
+    peers_.erase(std::unique(peers_.begin(), peers_.end()), peers_.end());
+    told_.assign(node_->segments.size(), 0);
+  }
+
+  // The peers' slots of this call, and each pair's decision (both ends decide alike).
+  for (int peer : peers_) {
+    Slot &mine_slot = node_->mine().slots[seq_ & 1];
+    PeerView theirs;
+    const int peer_comm = node_->comm_of[size_t(peer)];
+    Slot &their_slot = node_->segments[size_t(peer)]->slots[seq_ & 1];
+    const bool copied = snapshot(their_slot, seq_, me, theirs, node_->node, call, peer_comm);
+    their_slot.seen.fetch_add(1, std::memory_order_acq_rel);
+    if (!copied) {
+      TEMPI_LOG(Error, "%s: comm rank %d left the call before this rank read its zero-copy slot", call, peer_comm);
+      continue;
+    }
+    Segment &peer_seg = *node_->segments[size_t(peer)];
+    // Blocks this rank sends to the peer: read by it when its entry matches.
+    for (int k = 0; k < mine_slot.nsend; ++k) {
+      const Entry &e = mine_slot.entries[k];
+      if (e.peer != peer_comm) continue;
+      const Entry *r = find_entry(theirs.recvs, e.occurrence);
+      if (!r || r->bytes != e.bytes || !readable_by(peer_seg, mine_slot.send_device)) continue;
+      for (size_t i = 0; i < socc.size(); ++i)
+        if (dests[i] == peer_comm && socc[i] == e.occurrence && sok[i]) sblocks[i].count = 0;
+      ++readers_;
+    }
+    // Blocks this rank receives from the peer: read from its send buffer.
+    for (int k = 0; k < mine_slot.nrecv; ++k) {
+      const Entry &e = mine_slot.entries[mine_slot.nsend + k];
+      if (e.peer != peer_comm) continue;
+      const Entry *s = find_entry(theirs.sends, e.occurrence);
+      if (!s || s->bytes != e.bytes || theirs.handle.size == 0 || !readable_by(node_->mine(), theirs.send_device))
+        continue;
+      ++told_[size_t(peer)];  // read or not, the owner waits for this pair
+      size_t j = 0;
+      while (j < rocc.size() && !(sources[j] == peer_comm && rocc[j] == e.occurrence && rok[j])) ++j;
+      if (j == rocc.size()) continue;
+      rblocks[j].count = 0;
+      void *base = nullptr;
+      Status st;
+      {
+        const OnDeviceOf on_its_gpu(rbuf);
+        st = mappings().get(peer_seg.pid, theirs.handle, &base);
+      }
+      if (st != Status::Ok) {
+        if (error_ == MPI_SUCCESS)
+          error_ = raise_error(comm, MPI_ERR_OTHER, "%s: cannot map comm rank %d's GPU buffer (CUDA IPC): %s", call,
+                               peer_comm, to_string(st));
+        continue;
+      }
+      Read rd;
+      rd.from = peer;
+      rd.plan = &node_->peer_plan(peer, s->plan_at);
+      rd.typed = static_cast<char *>(base) + s->offset;
+      rd.into = rplaced[j];
+      reads_.push_back(std::move(rd));
+    }
+  }
+  if (node_)
+    TEMPI_LOG(Debug, "%s: zero-copy call %llu on this node: %zu blocks read from peers, %zu to itself, %d readers",
+              call, (unsigned long long)seq_, reads_.size(), self_moves.size(), readers_);
+  for (size_t k = 0; k < self_moves.size(); ++k) {
+    Read rd;
+    rd.from = -1;
+    rd.own_plan = splaced[self_moves[k]].plan;
+    rd.typed = splaced[self_moves[k]].typed;
+    rd.into = rplaced[self_into[k]];
+    sblocks[self_moves[k]].count = 0;
+    rblocks[self_into[k]].count = 0;
+    reads_.push_back(std::move(rd));
+  }
+  if (error_ != MPI_SUCCESS || reads_.empty()) return error_;
+
+  // One batch reads every block into device scratch, one batch writes the typed blocks.
+  int64_t total = 0;
+  std::vector<int64_t> at(reads_.size());
+  for (size_t k = 0; k < reads_.size(); ++k) {
+    at[k] = total;
+    total += (reads_[k].into.bytes + 255) & ~int64_t(255);
+  }
+  const OnDeviceOf on_its_gpu(rbuf);
+  device_ = b.device_of(rbuf);
+  Status st = b.acquire(ScratchKind::Device, size_t(total), scratch_);
+  if (st == Status::Ok) {
+    for (size_t k = 0; k < reads_.size(); ++k) {
+      Read &rd = reads_[k];
+      const Plan *from = rd.from < 0 ? &rd.own_plan : rd.plan;
+      char *packed = static_cast<char *>(scratch_.ptr) + at[k];
+      packs_.push_back({from, rd.typed, packed, rd.into.bytes, Transfer{Method::Device, rd.into.bytes}});
+      unpacks_.push_back({&rd.into.plan, rd.into.typed, packed, rd.into.bytes, Transfer{Method::Device, rd.into.bytes}});
+    }
+    Fence packed;
+    st = b.pack_async(packs_, packed);
+    if (st == Status::Ok) st = b.unpack_async(unpacks_, fence_);
+  }
+  if (st != Status::Ok)
+    error_ = raise_error(comm, MPI_ERR_INTERN, "%s: zero-copy moves on the GPU failed: %s", call, to_string(st));
+  return error_;
+}
+
+int ZeroCopyCall::finish(int err) {
+  if (!started_ && reads_.empty()) return err;
+  Backend &b = gpu_backend();
+  if (fence_) {
+    const int previous = device_ >= 0 ? b.use_device(device_) : -1;
+    const Status st = b.wait(fence_);
+    if (previous >= 0) b.use_device(previous);
+    fence_ = Fence{};
+    if (st != Status::Ok && error_ == MPI_SUCCESS)
+      error_ = raise_error(comm_, MPI_ERR_INTERN, "%s: zero-copy moves on the GPU failed: %s", call_, to_string(st));
+  }
+  for (const Read &rd : reads_) (rd.from < 0 ? g_self_blocks : g_peer_blocks).fetch_add(1, std::memory_order_relaxed);
+  reads_.clear();
+  if (started_) {
+    started_ = false;
+    for (size_t peer = 0; peer < told_.size(); ++peer)
+      if (told_[peer]) node_->segments[peer]->slots[seq_ & 1].done.fetch_add(uint64_t(told_[peer]));
+    Slot &slot = node_->mine().slots[seq_ & 1];
+    const uint64_t peers = peers_.size();
+    spin_until(
+        [&] {
+          return slot.done.load(std::memory_order_acquire) >= uint64_t(readers_) &&
+                 slot.seen.load(std::memory_order_acquire) >= peers;
+        },
+        node_->node, call_, "to finish with this rank's zero-copy slot", -1);
+  }
+  return err != MPI_SUCCESS ? err : error_;
+}
+
+bool zero_copy_participates(MPI_Comm comm) {
+  int inter = 0;
+  if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return false;
+  return share_of(comm) != nullptr;
+}
+
+ZeroCopyCounts zero_copy_counts() {
+  return {g_peer_blocks.load(), g_self_blocks.load(), mappings().opened()};
+}
+
+void zero_copy_shutdown() {
+  g_stopped = true;
+  mappings().clear();
+}
+
+}  // namespace tempi

@@ -24,6 +24,10 @@
 //                   the 26 slabs into one buffer, 26 PMPI_Isend/PMPI_Irecv of contiguous
 //                   bytes (device buffers on a CUDA-aware library, else pinned host memory
 //                   the kernels write and read directly), one kernel unpacks
+//   fused-nccl      (CUDA builds) the same pack kernel, one ncclSend and one ncclRecv per
+//                   side inside one ncclGroupStart/ncclGroupEnd, the same unpack kernel, all
+//                   on one stream with one synchronization (tools/halo_nccl.cpp; needs NCCL
+//                   at build time and one rank per GPU, else it says why it did not run)
 //
 //   mpiexec -n P tempi_halo [--n 32] [--radius 2] [--type float] [--iters 30] ...
 //   (--help lists every option)
@@ -36,6 +40,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -53,10 +58,16 @@ struct Box {
 int create(const Box *boxes, int count, long long full, int elem, void **out);
 int pack(void *table, const void *grid, void *packed, void *stream);
 int unpack(void *table, void *grid, const void *packed, void *stream);
+int pack_async(void *table, const void *grid, void *packed, void *stream);
+int unpack_async(void *table, void *grid, const void *packed, void *stream);
+const char *error_string(int code);
 void destroy(void *table);
 int buffer(size_t bytes, bool pinned_host, void **out);
 void release(void *p, bool pinned_host);
 }  // namespace halo_fused
+#endif
+#ifdef TEMPI_HALO_NCCL
+#include "halo_nccl.hpp"  // NCCL found at build time (tools/meson.build)
 #endif
 
 namespace {
@@ -86,9 +97,16 @@ ElemInfo elem_info(Elem e) {
 const char *const kVariantNames[] = {"tempi",      "library-alone", "host-copy", "neighbor", "neighbor-library",
                                      "persistent",
 #ifdef TEMPI_HALO_FUSED
-                                     "hand-fused"
+                                     "hand-fused", "fused-nccl"
 #endif
 };
+
+// "tempi,library-alone,...": the variants this build has.
+std::string variant_list(const char *sep) {
+  std::string list;
+  for (const char *name : kVariantNames) list += (list.empty() ? "" : sep) + std::string(name);
+  return list;
+}
 
 struct Options {
   int n = 32;
@@ -113,14 +131,19 @@ void usage(std::FILE *f) {
                "  --warmup W          untimed exchanges before them (default 5)\n"
                "  --baseline-iters K  cap on warm-up and timed exchanges of the library-alone\n"
                "                      variants (default 5)\n"
-               "  --variants LIST     comma-separated subset of tempi,library-alone,host-copy,neighbor,\n"
-               "                      neighbor-library,persistent,hand-fused (default all)\n"
+               "  --variants LIST     comma-separated subset of the variants (default all):\n"
+               "                      %s\n"
+#ifdef TEMPI_HALO_FUSED
+               "                      (fused-nccl needs NCCL at build time and one rank per GPU;\n"
+               "                      it sets NCCL_NVLS_ENABLE=0 unless the environment sets it)\n"
+#endif
                "  --csv FILE          append one row per measured variant (header when the file is new)\n"
                "  --check             quick mode for tests: --warmup 1 --iters 2 --baseline-iters 1\n"
                "  --require-gpu       print SKIP and exit 77 when no usable GPU is present\n"
                "  --help              this text\n"
                "Exit status: 0 when every variant placed every cell correctly, 1 when a cell was\n"
-               "wrong or a step failed, 2 for bad options, 77 with --require-gpu and no GPU.\n");
+               "wrong or a step failed, 2 for bad options, 77 with --require-gpu and no GPU.\n",
+               variant_list(",").c_str());
 }
 
 bool parse_int(const char *s, int lo, int *out) {
@@ -185,8 +208,7 @@ std::string parse(int argc, char **argv, Options &o) {
       o.variants = split(v ? v : "");
       for (const auto &name : o.variants)
         if (std::find(std::begin(kVariantNames), std::end(kVariantNames), name) == std::end(kVariantNames))
-          return "unknown variant '" + name +
-                 "' (tempi, library-alone, host-copy, neighbor, neighbor-library, persistent, hand-fused)";
+          return "unknown variant '" + name + "' (this build has " + variant_list(", ") + ")";
     } else if (a == "--csv") {
       const char *v = value();
       if (!v) return "--csv needs a file name";
@@ -426,6 +448,24 @@ size_t count_wrong(const Halo &h, const std::vector<unsigned char> &got, const s
 
 // ---------------------------------------------------------------- variants
 
+// Whether `ok` holds on every rank (collective).
+bool all_ranks(MPI_Comm comm, bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
+  return all == 1;
+}
+bool all_ranks(const Halo &h, bool ok) { return all_ranks(h.cart, ok); }
+
+// A fused baseline's box tables (the 26 interior slabs, the 26 ghost regions) and packed
+// buffers, made once (hand-fused: at first use; fused-nccl: before its variant runs).
+struct Fused {
+  bool tried = false, ok = false;
+  void *send_table = nullptr, *recv_table = nullptr;
+  void *send = nullptr, *recv = nullptr;  // the packed slabs, back to back
+  bool host = false;                      // buffers in pinned host memory, else device memory
+  std::vector<int64_t> offsets;           // bytes; slab i is [offsets[i], offsets[i + 1])
+};
+
 // Where the grid lives, and how the host reaches it: device memory only through
 // gpu_backend().copy, never directly.
 struct Grid {
@@ -434,11 +474,18 @@ struct Grid {
   std::vector<unsigned char> host_storage;  // the grid itself without a GPU
   std::vector<unsigned char> staging;       // the host-copy variant's host grid
   std::vector<MPI_Request> persistent;      // the persistent variant's 52 requests, made at first use
-  // The hand-fused variant's box table and packed buffers, made at first use.
-  void *fused_table = nullptr, *fused_send = nullptr, *fused_recv = nullptr;
-  void *fused_recv_table = nullptr;
-  bool fused_host = false;  // buffers in pinned host memory (library not CUDA-aware)
-  std::vector<int64_t> fused_offsets;  // bytes; slab i of the buffers
+  Fused fused;       // hand-fused (pinned host buffers where the library is not CUDA-aware)
+  Fused nccl_fused;  // fused-nccl (always device buffers: NCCL's kernels read and write them)
+  // fused-nccl: why it does not run here ("" when it does), set by nccl_prepare (collective)
+  // before any variant runs; its NCCL communicator and stream; NCCL_NVLS_ENABLE as found.
+  std::string nccl_na = "n/a (not prepared)";
+  void *nccl = nullptr;
+  std::string nvls_env;  // the user's NCCL_NVLS_ENABLE, "" when unset
+#ifdef TEMPI_HALO_NCCL
+  // The 26 sends in direction order and the 26 receives ordered by the direction their
+  // sender sends in: NCCL pairs the messages between two ranks in the order they are posted.
+  std::vector<halo_nccl::Message> nccl_sends, nccl_recvs;
+#endif
 
   bool upload(const std::vector<unsigned char> &src) {
     if (!on_gpu) {
@@ -530,59 +577,165 @@ bool exchange_persistent(const Halo &h, Grid &g) {
 #ifdef TEMPI_HALO_FUSED
 std::string fused_unavailable(const Grid &g) { return g.on_gpu ? "" : "n/a (no GPU)"; }
 
-bool fused_setup(const Halo &h, Grid &g) {
+// The box tables and buffers of `f`, once; false when a step failed (then every later call
+// says so too).
+bool fused_ready(const Halo &h, Fused &f, bool pinned_host) {
+  if (f.tried) return f.ok;
+  f.tried = true;
   std::vector<halo_fused::Box> send, recv;
   int64_t at = 0;
   for (const auto &nb : h.neighbours) {
     halo_fused::Box s{}, r{};
     box_of(h, nb.d, false, s.start, s.sub);
-    box_of(h, nb.d, true, r.start, r.sub);
+    box_of(h, nb.d, true, r.start, r.sub);  // the same extents as the slab: the ghost side d
     send.push_back(s);
     recv.push_back(r);
-    g.fused_offsets.push_back(at);
+    f.offsets.push_back(at);
     at += int64_t(s.sub[0]) * s.sub[1] * s.sub[2] * int64_t(h.elem.bytes);
   }
-  g.fused_offsets.push_back(at);
-  g.fused_host = !tempi::mpi_is_cuda_aware();
-  void *recv_table = nullptr;
-  bool ok = halo_fused::create(send.data(), int(send.size()), h.full, int(h.elem.bytes), &g.fused_table) == 0 &&
-            halo_fused::create(recv.data(), int(recv.size()), h.full, int(h.elem.bytes), &recv_table) == 0 &&
-            halo_fused::buffer(size_t(at), g.fused_host, &g.fused_send) == 0 &&
-            halo_fused::buffer(size_t(at), g.fused_host, &g.fused_recv) == 0;
-  g.fused_recv_table = recv_table;
-  return ok;
+  f.offsets.push_back(at);
+  f.host = pinned_host;
+  f.ok = halo_fused::create(send.data(), int(send.size()), h.full, int(h.elem.bytes), &f.send_table) == 0 &&
+         halo_fused::create(recv.data(), int(recv.size()), h.full, int(h.elem.bytes), &f.recv_table) == 0 &&
+         halo_fused::buffer(size_t(at), f.host, &f.send) == 0 && halo_fused::buffer(size_t(at), f.host, &f.recv) == 0;
+  return f.ok;
 }
 
 bool exchange_hand_fused(const Halo &h, Grid &g) {
-  bool ok = g.fused_table || fused_setup(h, g);
+  Fused &f = g.fused;
+  bool ok = fused_ready(h, f, !tempi::mpi_is_cuda_aware());
   const double t0 = MPI_Wtime();
-  if (ok) ok = halo_fused::pack(g.fused_table, g.data, g.fused_send, nullptr) == 0;
+  if (ok) ok = halo_fused::pack(f.send_table, g.data, f.send, nullptr) == 0;
   MPI_Request reqs[52];
   int k = 0;
-  char *in = static_cast<char *>(g.fused_recv), *out = static_cast<char *>(g.fused_send);
+  char *in = static_cast<char *>(f.recv), *out = static_cast<char *>(f.send);
   for (size_t i = 0; i < h.neighbours.size(); ++i) {
     const Neighbour &nb = h.neighbours[i];
-    const int bytes = int(g.fused_offsets[i + 1] - g.fused_offsets[i]);
-    PMPI_Irecv(in + g.fused_offsets[i], bytes, MPI_BYTE, nb.rank, nb.recv_tag, h.cart, &reqs[k++]);
+    const int bytes = int(f.offsets[i + 1] - f.offsets[i]);
+    PMPI_Irecv(in + f.offsets[i], bytes, MPI_BYTE, nb.rank, nb.recv_tag, h.cart, &reqs[k++]);
   }
   for (size_t i = 0; i < h.neighbours.size(); ++i) {
     const Neighbour &nb = h.neighbours[i];
-    const int bytes = int(g.fused_offsets[i + 1] - g.fused_offsets[i]);
-    PMPI_Isend(out + g.fused_offsets[i], bytes, MPI_BYTE, nb.rank, nb.send_tag, h.cart, &reqs[k++]);
+    const int bytes = int(f.offsets[i + 1] - f.offsets[i]);
+    PMPI_Isend(out + f.offsets[i], bytes, MPI_BYTE, nb.rank, nb.send_tag, h.cart, &reqs[k++]);
   }
   const double t1 = MPI_Wtime();
   PMPI_Waitall(k, reqs, MPI_STATUSES_IGNORE);
-  if (ok) ok = halo_fused::unpack(g.fused_recv_table, g.data, g.fused_recv, nullptr) == 0;
+  if (ok) ok = halo_fused::unpack(f.recv_table, g.data, f.recv, nullptr) == 0;
   g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
   return ok;
 }
 
-void fused_release(Grid &g) {
-  halo_fused::destroy(g.fused_table);
-  halo_fused::destroy(g.fused_recv_table);
-  halo_fused::release(g.fused_send, g.fused_host);
-  halo_fused::release(g.fused_recv, g.fused_host);
+void fused_release(Fused &f) {
+  halo_fused::destroy(f.send_table);
+  halo_fused::destroy(f.recv_table);
+  halo_fused::release(f.send, f.host);
+  halo_fused::release(f.recv, f.host);
+  f = Fused{};
 }
+
+// fused-nccl: nccl_prepare decided, on every rank alike, whether it runs.
+std::string fused_nccl_unavailable(const Grid &g) { return g.nccl_na; }
+
+#ifndef TEMPI_HALO_NCCL
+void nccl_prepare(const Halo &, Grid &g) {
+  g.nccl_na = "n/a (NCCL was not found at build time, or -Dnccl=disabled: docs/using.md, \"NCCL for tempi_halo\")";
+}
+bool exchange_fused_nccl(const Halo &, Grid &) { return false; }  // never runs: nccl_na is set
+void nccl_release(Grid &) {}
+std::string nccl_header(const Grid &) { return "not found at build time (fused-nccl cannot run)"; }
+#else
+// Collective, before any variant runs: whether fused-nccl can run, and if so its buffers,
+// message lists and communicator. NCCL refuses two ranks on one GPU (ncclCommInitRank
+// fails with "Duplicate GPU detected"), and with several ranks per GPU (MPS, 8 ranks on
+// 2 GPUs) this baseline does not exist, so those runs print why and skip it.
+void nccl_prepare(const Halo &h, Grid &g) {
+  if (!g.on_gpu) {
+    g.nccl_na = "n/a (no GPU)";
+    return;
+  }
+  // This rank's GPU: host name and PCI bus id, gathered from every rank.
+  char host[MPI_MAX_PROCESSOR_NAME + 1] = {0};
+  int len = 0;
+  MPI_Get_processor_name(host, &len);
+  const std::string bus = tempi::gpu_backend().device_id();
+  if (!all_ranks(h, !bus.empty())) {
+    g.nccl_na = "n/a (could not read a GPU's PCI bus id on some rank)";
+    return;
+  }
+  constexpr size_t kId = MPI_MAX_PROCESSOR_NAME + 64;
+  std::vector<char> mine(kId, 0), every(kId * size_t(h.size), 0);
+  std::snprintf(mine.data(), kId, "%s on %s", bus.c_str(), host);  // "0000:3B:00.0 on node7"
+  MPI_Allgather(mine.data(), int(kId), MPI_CHAR, every.data(), int(kId), MPI_CHAR, h.cart);
+  for (int i = 0; i < h.size; ++i)
+    for (int j = i + 1; j < h.size; ++j)
+      if (std::strcmp(&every[size_t(i) * kId], &every[size_t(j) * kId]) == 0) {
+        g.nccl_na = "skipped: NCCL needs one rank per GPU (ranks " + std::to_string(i) + " and " +
+                    std::to_string(j) + " share GPU " + std::string(&every[size_t(i) * kId]) + ")";
+        return;
+      }
+  Fused &f = g.nccl_fused;
+  if (!all_ranks(h, fused_ready(h, f, false))) {
+    g.nccl_na = "failed: the fused kernels' tables or device buffers could not be made on some rank";
+    return;
+  }
+  std::vector<size_t> by_sender_direction(h.neighbours.size());
+  std::iota(by_sender_direction.begin(), by_sender_direction.end(), size_t(0));
+  std::stable_sort(by_sender_direction.begin(), by_sender_direction.end(),
+                   [&](size_t a, size_t b) { return h.neighbours[a].recv_tag < h.neighbours[b].recv_tag; });
+  for (size_t i = 0; i < h.neighbours.size(); ++i)
+    g.nccl_sends.push_back({h.neighbours[i].rank, f.offsets[i], f.offsets[i + 1] - f.offsets[i]});
+  for (size_t i : by_sender_direction)
+    g.nccl_recvs.push_back({h.neighbours[i].rank, f.offsets[i], f.offsets[i + 1] - f.offsets[i]});
+  if (const char *v = std::getenv("NCCL_NVLS_ENABLE")) g.nvls_env = v;
+  const std::string error = halo_nccl::init(h.cart, &g.nccl);  // sets NCCL_NVLS_ENABLE=0 unless set
+  g.nccl_na = error.empty() ? "" : "failed: " + error;
+}
+
+// One exchange: pack kernel, the NCCL group, unpack kernel, one stream synchronization.
+// Every step is issued even after an error, so that no peer waits forever in NCCL; the
+// first error is printed once per rank and the exchange counts as failed.
+bool exchange_fused_nccl(const Halo &h, Grid &g) {
+  const Fused &f = g.nccl_fused;
+  void *stream = halo_nccl::stream(g.nccl);
+  std::string error;
+  const double t0 = MPI_Wtime();
+  int rc = halo_fused::pack_async(f.send_table, g.data, f.send, stream);
+  if (rc) error = std::string("pack kernel: ") + halo_fused::error_string(rc);
+  std::string step = halo_nccl::exchange(g.nccl, g.nccl_sends.data(), int(g.nccl_sends.size()), f.send,
+                                         g.nccl_recvs.data(), int(g.nccl_recvs.size()), f.recv);
+  if (error.empty()) error = step;
+  const double t1 = MPI_Wtime();
+  rc = halo_fused::unpack_async(f.recv_table, g.data, f.recv, stream);
+  if (rc && error.empty()) error = std::string("unpack kernel: ") + halo_fused::error_string(rc);
+  step = halo_nccl::synchronize(g.nccl);
+  if (error.empty()) error = step;
+  g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
+  static bool reported = false;
+  if (!error.empty() && !reported) {
+    reported = true;
+    std::fprintf(stderr, "tempi_halo: rank %d: fused-nccl: %s\n", h.rank, error.c_str());
+  }
+  return error.empty();
+}
+
+// Collective (every rank made the same nccl_prepare call): the communicator, then the buffers.
+void nccl_release(Grid &g) {
+  if (g.nccl) {
+    const std::string error = halo_nccl::destroy(g.nccl);
+    if (!error.empty()) std::fprintf(stderr, "tempi_halo: fused-nccl: tearing NCCL down: %s\n", error.c_str());
+    g.nccl = nullptr;
+  }
+  fused_release(g.nccl_fused);
+}
+
+std::string nccl_header(const Grid &g) {
+  std::string line = halo_nccl::version();
+  if (g.nccl) line += g.nvls_env.empty() ? ", NCCL_NVLS_ENABLE=0 (tempi_halo's default: NVLink multicast off)"
+                                         : ", NCCL_NVLS_ENABLE=" + g.nvls_env + " (from the environment)";
+  return line;
+}
+#endif
 #endif
 
 const Variant kVariants[] = {
@@ -594,12 +747,13 @@ const Variant kVariants[] = {
     {"persistent", false, always, exchange_persistent},
 #ifdef TEMPI_HALO_FUSED
     {"hand-fused", false, fused_unavailable, exchange_hand_fused},
+    {"fused-nccl", false, fused_nccl_unavailable, exchange_fused_nccl},
 #endif
 };
 
 struct Result {
   std::string name;
-  std::string na;  // reason when not measured
+  std::string na;  // reason when not measured ("failed: ..." when setting it up failed)
   bool failed = false;
   int iters = 0;
   double median_us = 0, min_us = 0, max_us = 0;
@@ -615,19 +769,15 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
-bool all_ranks(MPI_Comm comm, bool ok) {
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
-  return all == 1;
-}
-bool all_ranks(const Halo &h, bool ok) { return all_ranks(h.cart, ok); }
-
 Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const std::vector<unsigned char> &expected,
                const std::vector<unsigned char> &initial) {
   Result res;
   res.name = v.name;
   res.na = v.unavailable(g);
-  if (!res.na.empty()) return res;
+  if (!res.na.empty()) {
+    res.failed = res.na.compare(0, 7, "failed:") == 0;  // the same on every rank
+    return res;
+  }
   const int warmup = v.capped ? std::min(o.warmup, o.baseline_iters) : o.warmup;
   const int iters = v.capped ? std::min(o.iters, o.baseline_iters) : o.iters;
   res.iters = iters;
@@ -709,6 +859,10 @@ void print_header(const Halo &h, const Grid &g, const Options &o) {
               g.on_gpu ? ("GPU memory: " + gpu.device_name()).c_str() : "host memory (no GPU)");
   std::printf("  MPI library      %s\n", first_line(version).c_str());
   std::printf("  CUDA-aware       %s\n", tempi::mpi_is_cuda_aware() ? "yes" : "no");
+#ifdef TEMPI_HALO_FUSED
+  if (std::find(o.variants.begin(), o.variants.end(), "fused-nccl") != o.variants.end())
+    std::printf("  NCCL             %s\n", nccl_header(g).c_str());
+#endif
   std::printf("  iterations       %d warm-up + %d timed per variant (library-alone variants at most %d + %d)\n",
               o.warmup,
               o.iters, std::min(o.warmup, o.baseline_iters), std::min(o.iters, o.baseline_iters));
@@ -720,28 +874,41 @@ void print_header(const Halo &h, const Grid &g, const Options &o) {
 // Where the time of an exchange goes, on rank 0.
 void print_parts(const std::vector<Result> &results) {
   std::printf("\nParts of one exchange on rank 0 (medians): posting (the 52 calls, MPI_Startall, or the whole\n"
-              "MPI_Neighbor_alltoallw), MPI_Waitall, GPU synchronizations\n");
+              "MPI_Neighbor_alltoallw; hand-fused: pack kernel and 52 posts; fused-nccl: pack launch and the\n"
+              "NCCL group), MPI_Waitall (hand-fused: and unpack; fused-nccl: unpack launch and the stream\n"
+              "synchronization), TEMPI's GPU synchronizations\n");
   std::printf("%-17s %12s %12s %14s\n", "variant", "post us", "waitall us", "syncs/exch");
   for (const Result &r : results)
     if (r.na.empty() && !r.failed)
       std::printf("%-17s %12.1f %12.1f %14.1f\n", r.name.c_str(), r.post_us, r.wait_us, r.syncs);
 }
 
+// Each variant's median over the base's ("-" without a base).
+std::string ratio_to(const Result &r, const Result *base) {
+  char ratio[32] = "-";
+  if (base && base->median_us > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", r.median_us / base->median_us);
+  return ratio;
+}
+
 void print_table(const std::vector<Result> &results) {
-  const Result *base = nullptr;
-  for (const auto &r : results)
+  // Ratios to tempi, and to the NCCL baseline where it ran in this run.
+  const Result *base = nullptr, *nccl = nullptr;
+  for (const auto &r : results) {
     if (r.name == "tempi" && r.na.empty()) base = &r;
-  std::printf("%-17s %12s %12s %12s %15s %12s %14s\n", "variant", "median us", "min us", "max us", "ratio to tempi",
-              "wrong cells", "cells checked");
+    if (r.name == "fused-nccl" && r.na.empty() && !r.failed) nccl = &r;
+  }
+  std::printf("%-17s %12s %12s %12s %15s", "variant", "median us", "min us", "max us", "ratio to tempi");
+  if (nccl) std::printf(" %20s", "ratio to fused-nccl");
+  std::printf(" %12s %14s\n", "wrong cells", "cells checked");
   for (const auto &r : results) {
     if (!r.na.empty()) {
       std::printf("%-17s %s\n", r.name.c_str(), r.na.c_str());
       continue;
     }
-    char ratio[32] = "-";
-    if (base && base->median_us > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", r.median_us / base->median_us);
-    std::printf("%-17s %12.1f %12.1f %12.1f %15s %12lld %14lld%s\n", r.name.c_str(), r.median_us, r.min_us, r.max_us,
-                ratio, r.wrong, r.checked, r.failed ? "  (a copy failed)" : "");
+    std::printf("%-17s %12.1f %12.1f %12.1f %15s", r.name.c_str(), r.median_us, r.min_us, r.max_us,
+                ratio_to(r, base).c_str());
+    if (nccl) std::printf(" %20s", ratio_to(r, nccl).c_str());
+    std::printf(" %12lld %14lld%s\n", r.wrong, r.checked, r.failed ? "  (a step failed)" : "");
   }
   for (const auto &r : results)
     if (r.na.empty())
@@ -828,6 +995,10 @@ int run(int argc, char **argv) {
     if (root) std::fprintf(stderr, "tempi_halo: could not allocate %zu bytes of GPU memory on some rank\n", h.bytes);
     rc = 1;
   } else {
+#ifdef TEMPI_HALO_FUSED
+    // Collective, before the header: whether fused-nccl runs here, and its communicator.
+    if (std::find(o.variants.begin(), o.variants.end(), "fused-nccl") != o.variants.end()) nccl_prepare(h, grid);
+#endif
     if (root) print_header(h, grid, o);
     std::vector<Result> results;
     for (const Variant &v : kVariants)
@@ -840,13 +1011,14 @@ int run(int argc, char **argv) {
         std::fprintf(stderr, "tempi_halo: could not write %s\n", o.csv.c_str());
     }
     bool good = true;
-    for (const auto &r : results) good &= r.na.empty() ? r.wrong == 0 && !r.failed : true;
+    for (const auto &r : results) good &= r.wrong == 0 && !r.failed;  // n/a and skipped variants pass
     if (root) std::printf("%s\n", good ? "PASS: every cell in place" : "FAIL: wrong cells or a failed step (see above)");
     rc = good ? 0 : 1;
   }
   for (MPI_Request &r : grid.persistent) MPI_Request_free(&r);
 #ifdef TEMPI_HALO_FUSED
-  fused_release(grid);
+  nccl_release(grid);  // collective: every rank prepared alike
+  fused_release(grid.fused);
 #endif
   if (grid.on_gpu && grid.data) gpu.free_device(grid.data);
   free_halo(h);

@@ -56,7 +56,7 @@ struct alignas(16) Word16 {
 };
 
 template <bool Pack>
-cudaError_t launch(const Table &t, void *grid, void *packed, cudaStream_t s) {
+cudaError_t launch(const Table &t, void *grid, void *packed, cudaStream_t s, bool sync) {
   const int threads = 256;
   switch (t.elem) {
     case 1: fused<uint8_t, Pack><<<t.blocks, threads, 0, s>>>(t.boxes, t.count, t.elements, t.full, (uint8_t *)grid, (uint8_t *)packed); break;
@@ -67,7 +67,7 @@ cudaError_t launch(const Table &t, void *grid, void *packed, cudaStream_t s) {
     default: return cudaErrorInvalidValue;
   }
   cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  if (err == cudaSuccess && sync) err = cudaStreamSynchronize(s);
   return err;
 }
 
@@ -105,11 +105,21 @@ int create(const Box *boxes, int count, long long full, int elem, void **out) {
 
 // One launch over every box, then a synchronization of `stream` (0: the legacy stream).
 int pack(void *table, const void *grid, void *packed, void *stream) {
-  return int(launch<true>(*static_cast<Table *>(table), const_cast<void *>(grid), packed, cudaStream_t(stream)));
+  return int(launch<true>(*static_cast<Table *>(table), const_cast<void *>(grid), packed, cudaStream_t(stream), true));
 }
 int unpack(void *table, void *grid, const void *packed, void *stream) {
-  return int(launch<false>(*static_cast<Table *>(table), grid, const_cast<void *>(packed), cudaStream_t(stream)));
+  return int(launch<false>(*static_cast<Table *>(table), grid, const_cast<void *>(packed), cudaStream_t(stream), true));
 }
+// The same launches, enqueued on `stream` without waiting (the fused-nccl variant puts
+// pack, the NCCL group and unpack on one stream and synchronizes once).
+int pack_async(void *table, const void *grid, void *packed, void *stream) {
+  return int(launch<true>(*static_cast<Table *>(table), const_cast<void *>(grid), packed, cudaStream_t(stream), false));
+}
+int unpack_async(void *table, void *grid, const void *packed, void *stream) {
+  return int(launch<false>(*static_cast<Table *>(table), grid, const_cast<void *>(packed), cudaStream_t(stream), false));
+}
+// The text of a code these functions returned.
+const char *error_string(int code) { return cudaGetErrorString(cudaError_t(code)); }
 
 void destroy(void *table) {
   auto *t = static_cast<Table *>(table);

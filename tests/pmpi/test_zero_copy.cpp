@@ -1,0 +1,289 @@
+// Zero-copy collectives (pmpi/zero_copy.hpp): blocking MPI_Alltoallw, MPI_Alltoallv and
+// MPI_Neighbor_alltoallw on GPU buffers, byte for byte against the MPI library's own call
+// on host copies of the same data (PMPI_ on host memory), and counted: blocks between
+// GPU buffers of ranks on one node must be moved by zero-copy (unless TEMPI_IPC=off), the
+// others by the pack path, in the same call. Covers repeated calls with new contents each
+// time, a send buffer freed and allocated again between calls (a stale mapping would
+// deliver the old bytes), host and GPU buffers mixed across ranks, duplicate graph edges
+// and duplicate Cartesian neighbours, and "nodes" smaller than the machine
+// (TEMPI_IPC_RANKS_PER_NODE), so that zero-copy and other-node peers mix in one call.
+// Built on the emulated backend (mpi suite: shared memory files stand in for CUDA IPC) and
+// with P2P_REAL_GPU on real GPUs (gpu suite; exit 77 without one).
+#define CATCH_CONFIG_RUNNER
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "zero_copy.hpp"
+#if defined(P2P_REAL_GPU)
+#include "gpu_select.hpp"
+#endif
+
+namespace {
+
+int g_rank = 0, g_size = 1;
+
+uint8_t byte_at(uint64_t seed, size_t i) {
+  uint64_t h = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t(i) * 0xbf58476d1ce4e5b9ull);
+  h ^= h >> 31;
+  return uint8_t(h * 0x94d049bb133111ebull >> 56);
+}
+
+// A buffer in GPU or host memory with a host shadow (the reference runs on the shadow).
+struct Buf {
+  bool gpu;
+  size_t bytes;
+  void *ptr = nullptr;
+  std::vector<uint8_t> host;
+  Buf(bool on_gpu, size_t n, uint64_t seed) : gpu(on_gpu), bytes(n), host(n) {
+    for (size_t i = 0; i < n; ++i) host[i] = byte_at(seed, i);
+    if (gpu) {
+      REQUIRE(tempi::gpu_backend().allocate_device(n, &ptr) == tempi::Status::Ok);
+      REQUIRE(tempi::gpu_backend().copy(ptr, host.data(), n) == tempi::Status::Ok);
+    } else {
+      ptr = std::malloc(n);
+      std::memcpy(ptr, host.data(), n);
+    }
+  }
+  ~Buf() {
+    if (gpu) tempi::gpu_backend().free_device(ptr);
+    else std::free(ptr);
+  }
+  Buf(const Buf &) = delete;
+  Buf &operator=(const Buf &) = delete;
+  std::vector<uint8_t> contents() const {
+    std::vector<uint8_t> v(bytes);
+    if (gpu) REQUIRE(tempi::gpu_backend().copy(v.data(), ptr, bytes) == tempi::Status::Ok);
+    else std::memcpy(v.data(), ptr, bytes);
+    return v;
+  }
+};
+
+// Whether the test's world rank `r` shares this rank's node (TEMPI_IPC_RANKS_PER_NODE).
+bool same_node(int r) {
+  const char *k = std::getenv("TEMPI_IPC_RANKS_PER_NODE");
+  const int per = k ? std::atoi(k) : 0;
+  return per <= 0 || r / per == g_rank / per;
+}
+bool ipc_on() {
+  const char *v = std::getenv("TEMPI_IPC");
+  return !v || (std::strcmp(v, "off") && std::strcmp(v, "0"));
+}
+
+// Strided types of the same signature (n floats): a vector with a gap, and contiguous.
+struct Types {
+  MPI_Datatype strided, dense;
+  Types(int n) {
+    MPI_Type_vector(n, 1, 3, MPI_FLOAT, &strided);
+    MPI_Type_commit(&strided);
+    MPI_Type_contiguous(n, MPI_FLOAT, &dense);
+    MPI_Type_commit(&dense);
+  }
+  ~Types() {
+    MPI_Type_free(&strided);
+    MPI_Type_free(&dense);
+  }
+};
+
+constexpr int kFloats = 37;
+constexpr size_t kStridedBytes = size_t(kFloats - 1) * 3 * 4 + 4;
+
+// One MPI_Alltoallw: rank r sends its strided block for peer p at p * slot, receives each
+// peer's block densely. `sgpu`/`rgpu` per rank. Returns the number of peer blocks that
+// must move by zero-copy at this rank (as receiver).
+int alltoallw_round(uint64_t seed, bool sgpu, bool rgpu, bool peers_sgpu, Buf *reuse_send = nullptr) {
+  Types t(kFloats);
+  const size_t slot = kStridedBytes + 64;
+  Buf own_send(sgpu, slot * size_t(g_size), seed * 131 + uint64_t(g_rank));
+  Buf &send = reuse_send ? *reuse_send : own_send;
+  Buf recv(rgpu, size_t(kFloats) * 4 * size_t(g_size) + 96, seed * 137 + uint64_t(g_rank));
+  const size_t n = static_cast<size_t>(g_size);
+  std::vector<int> counts(n, 1), sd(n), rd(n);
+  std::vector<MPI_Datatype> st(size_t(g_size), t.strided), rt(size_t(g_size), t.dense);
+  for (int p = 0; p < g_size; ++p) {
+    sd[size_t(p)] = int(slot) * p;
+    rd[size_t(p)] = 48 + kFloats * 4 * ((p + g_rank) % g_size);  // a shuffled order
+  }
+  std::vector<uint8_t> ref_recv = recv.host;
+  REQUIRE(PMPI_Alltoallw(send.host.data(), counts.data(), sd.data(), st.data(), ref_recv.data(), counts.data(),
+                         rd.data(), rt.data(), MPI_COMM_WORLD) == MPI_SUCCESS);
+  const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
+  REQUIRE(MPI_Alltoallw(send.ptr, counts.data(), sd.data(), st.data(), recv.ptr, counts.data(), rd.data(), rt.data(),
+                        MPI_COMM_WORLD) == MPI_SUCCESS);
+  const tempi::ZeroCopyCounts after = tempi::zero_copy_counts();
+  CHECK(recv.contents() == ref_recv);
+  CHECK(send.contents() == send.host);
+  int expect_peers = 0, expect_self = 0;
+  if (ipc_on() && rgpu) {
+    expect_self = sgpu ? 1 : 0;
+    for (int p = 0; p < g_size; ++p)
+      if (p != g_rank && same_node(p) && peers_sgpu) ++expect_peers;
+  }
+  CHECK(after.peer_blocks - before.peer_blocks == uint64_t(expect_peers));
+  CHECK(after.self_blocks - before.self_blocks == uint64_t(expect_self));
+  return expect_peers;
+}
+
+}  // namespace
+
+TEST_CASE("MPI_Alltoallw between GPU buffers: zero-copy on the node, the pack path elsewhere", "[zero-copy]") {
+  for (int round = 0; round < 3; ++round) alltoallw_round(uint64_t(round), true, true, true);
+}
+
+TEST_CASE("100 calls with new contents each time, one send buffer", "[zero-copy]") {
+  Types t(kFloats);
+  const size_t slot = kStridedBytes + 64;
+  Buf send(true, slot * size_t(g_size), 7);
+  const uint64_t mapped = tempi::zero_copy_counts().mappings;
+  for (int call = 0; call < 100; ++call) {
+    for (size_t i = 0; i < send.bytes; ++i) send.host[i] = byte_at(uint64_t(1000 + call * 97 + g_rank), i);
+    REQUIRE(tempi::gpu_backend().copy(send.ptr, send.host.data(), send.bytes) == tempi::Status::Ok);
+    MPI_Barrier(MPI_COMM_WORLD);  // peers read the new contents: written before anyone's call
+    alltoallw_round(uint64_t(call), true, true, true, &send);
+  }
+  // One mapping per peer's allocation, opened once (the peers' receive buffers are not read).
+  int peers_on_node = 0;
+  for (int p = 0; p < g_size; ++p) peers_on_node += p != g_rank && same_node(p) && ipc_on();
+  CHECK(tempi::zero_copy_counts().mappings - mapped == uint64_t(peers_on_node));
+}
+
+TEST_CASE("a send buffer freed and allocated again between calls is never read through a stale mapping",
+          "[zero-copy]") {
+  for (int round = 0; round < 6; ++round) {
+    // A new allocation each round, often at the address of the last one, with new contents.
+    alltoallw_round(uint64_t(500 + round), true, true, true);
+  }
+}
+
+TEST_CASE("host and GPU buffers mixed across ranks and sides", "[zero-copy]") {
+  // Rank 0 sends from host memory: nobody reads it by zero-copy, everything stays exact.
+  const bool sgpu = g_rank != 0;
+  // Receivers get zero-copy blocks only from GPU senders: count them here.
+  Types t(kFloats);
+  const size_t slot = kStridedBytes + 64;
+  Buf send(sgpu, slot * size_t(g_size), 11 + uint64_t(g_rank));
+  Buf recv(g_rank != 1, size_t(kFloats) * 4 * size_t(g_size) + 96, 13 + uint64_t(g_rank));
+  const size_t n = static_cast<size_t>(g_size);
+  std::vector<int> counts(n, 1), sd(n), rd(n);
+  std::vector<MPI_Datatype> st(size_t(g_size), t.strided), rt(size_t(g_size), t.dense);
+  for (int p = 0; p < g_size; ++p) {
+    sd[size_t(p)] = int(slot) * p;
+    rd[size_t(p)] = 48 + kFloats * 4 * p;
+  }
+  std::vector<uint8_t> ref = recv.host;
+  REQUIRE(PMPI_Alltoallw(send.host.data(), counts.data(), sd.data(), st.data(), ref.data(), counts.data(), rd.data(),
+                         rt.data(), MPI_COMM_WORLD) == MPI_SUCCESS);
+  const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
+  REQUIRE(MPI_Alltoallw(send.ptr, counts.data(), sd.data(), st.data(), recv.ptr, counts.data(), rd.data(), rt.data(),
+                        MPI_COMM_WORLD) == MPI_SUCCESS);
+  CHECK(recv.contents() == ref);
+  int expect = 0;
+  if (ipc_on() && g_rank != 1)
+    for (int p = 1; p < g_size; ++p) expect += p != g_rank && same_node(p);
+  CHECK(tempi::zero_copy_counts().peer_blocks - before.peer_blocks == uint64_t(expect));
+}
+
+TEST_CASE("MPI_Alltoallv of a strided type between GPU buffers", "[zero-copy]") {
+  Types t(kFloats);
+  Buf send(true, kStridedBytes * size_t(g_size) * 2, 21 + uint64_t(g_rank));
+  Buf recv(true, size_t(kFloats) * 4 * size_t(g_size) * 2, 23 + uint64_t(g_rank));
+  const size_t n = static_cast<size_t>(g_size);
+  std::vector<int> sc(n), rc(n), sd(n), rd(n);
+  for (int p = 0; p < g_size; ++p) {
+    sc[size_t(p)] = 1 + (g_rank + p) % 2;  // symmetric: what r sends p is what p expects from r
+    rc[size_t(p)] = 1 + (g_rank + p) % 2;
+    sd[size_t(p)] = 2 * p;  // in extents of the vector type
+    rd[size_t(p)] = 2 * p;
+  }
+  std::vector<uint8_t> ref = recv.host;
+  REQUIRE(PMPI_Alltoallv(send.host.data(), sc.data(), sd.data(), t.strided, ref.data(), rc.data(), rd.data(), t.dense,
+                         MPI_COMM_WORLD) == MPI_SUCCESS);
+  REQUIRE(MPI_Alltoallv(send.ptr, sc.data(), sd.data(), t.strided, recv.ptr, rc.data(), rd.data(), t.dense,
+                        MPI_COMM_WORLD) == MPI_SUCCESS);
+  CHECK(recv.contents() == ref);
+}
+
+// A neighbourhood of `comm`: block i of the send buffer to dests[i], block j of the
+// receive buffer from sources[j]; each block a different strided type.
+void neighbor_round(MPI_Comm comm, const std::vector<int> &sources, const std::vector<int> &dests, uint64_t seed) {
+  const int outs = int(dests.size()), ins = int(sources.size());
+  Types t(kFloats);
+  const size_t slot = kStridedBytes + 32;
+  Buf send(true, slot * size_t(std::max(outs, 1)), seed * 3 + uint64_t(g_rank));
+  Buf recv(true, size_t(kFloats) * 4 * size_t(std::max(ins, 1)) + 40, seed * 5 + uint64_t(g_rank));
+  std::vector<int> sc(size_t(outs) + 1, 1), rc(size_t(ins) + 1, 1);
+  std::vector<MPI_Aint> sd(size_t(outs) + 1), rd(size_t(ins) + 1);
+  std::vector<MPI_Datatype> st(size_t(outs) + 1, t.strided), rt(size_t(ins) + 1, t.dense);
+  for (int i = 0; i < outs; ++i) sd[size_t(i)] = MPI_Aint(slot) * i;
+  for (int j = 0; j < ins; ++j) rd[size_t(j)] = 40 + MPI_Aint(kFloats) * 4 * j;
+  std::vector<uint8_t> ref = recv.host;
+  REQUIRE(PMPI_Neighbor_alltoallw(send.host.data(), sc.data(), sd.data(), st.data(), ref.data(), rc.data(),
+                                  rd.data(), rt.data(), comm) == MPI_SUCCESS);
+  REQUIRE(MPI_Neighbor_alltoallw(send.ptr, sc.data(), sd.data(), st.data(), recv.ptr, rc.data(), rd.data(),
+                                 rt.data(), comm) == MPI_SUCCESS);
+  CHECK(recv.contents() == ref);
+}
+
+TEST_CASE("MPI_Neighbor_alltoallw on a graph with repeated edges and self edges", "[zero-copy]") {
+  // Rank r sends twice to r+1, once to itself and once to r-1; it receives in the mirror
+  // order. The k-th block between two ranks pairs with the k-th.
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  const std::vector<int> dests = {next, g_rank, next, prev};
+  const std::vector<int> sources = {prev, g_rank, next, prev};
+  MPI_Comm graph;
+  REQUIRE(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, int(sources.size()), sources.data(), MPI_UNWEIGHTED,
+                                         int(dests.size()), dests.data(), MPI_UNWEIGHTED, MPI_INFO_NULL, 0,
+                                         &graph) == MPI_SUCCESS);
+  const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
+  for (int round = 0; round < 3; ++round) neighbor_round(graph, sources, dests, uint64_t(round));
+  if (ipc_on() && same_node(next) && same_node(prev))
+    CHECK(tempi::zero_copy_counts().peer_blocks + tempi::zero_copy_counts().self_blocks - before.peer_blocks -
+              before.self_blocks ==
+          3 * 4);
+  MPI_Comm_free(&graph);
+}
+
+TEST_CASE("MPI_Neighbor_alltoallw on a periodic Cartesian grid (duplicate neighbours where a dimension is 1 or 2)",
+          "[zero-copy]") {
+  int dims[2] = {0, 0}, periods[2] = {1, 1};
+  MPI_Dims_create(g_size, 2, dims);
+  MPI_Comm cart;
+  REQUIRE(MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart) == MPI_SUCCESS);
+  std::vector<int> nb;
+  for (int d = 0; d < 2; ++d) {
+    int lo, hi;
+    MPI_Cart_shift(cart, d, 1, &lo, &hi);
+    nb.push_back(lo);
+    nb.push_back(hi);
+  }
+  for (int round = 0; round < 3; ++round) neighbor_round(cart, nb, nb, uint64_t(40 + round));
+  MPI_Comm_free(&cart);
+}
+
+int main(int argc, char **argv) {
+#if defined(P2P_REAL_GPU)
+  tempi::tools::select_gpu_before_mpi_init();
+#endif
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  int result = 0;
+#if defined(P2P_REAL_GPU)
+  if (!tempi::gpu_backend().has_gpu()) {
+    if (g_rank == 0) std::printf("SKIP: no usable GPU\n");
+    MPI_Finalize();
+    return 77;
+  }
+#endif
+  result = Catch::Session().run(argc, argv);
+  int worst = 0;
+  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}

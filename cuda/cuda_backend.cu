@@ -379,8 +379,11 @@ class CudaBackend final : public Backend {
   Status ipc_open(const IpcHandle &handle, void **base) override {
     cudaIpcMemHandle_t h;
     std::memcpy(&h, handle.bytes, sizeof h);
-    TEMPI_CUDA(cudaIpcOpenMemHandle(base, h, cudaIpcMemLazyEnablePeerAccess));
-    return Status::Ok;
+    const cudaError_t err = cudaIpcOpenMemHandle(base, h, cudaIpcMemLazyEnablePeerAccess);
+    if (err == cudaSuccess) return Status::Ok;
+    cudaGetLastError();
+    TEMPI_LOG(Debug, "cudaIpcOpenMemHandle: %s", cudaGetErrorString(err));  // the caller may retry, else reports
+    return Status::GpuError;
   }
 
   void ipc_close(void *base) override {

@@ -91,8 +91,21 @@ class Mappings {
         *base = it->base;
         return Status::Ok;
       }
-    const Status st = gpu_backend().ipc_open(h, base);
-    if (st != Status::Ok) return st;
+    Status st = gpu_backend().ipc_open(h, base);
+    if (st != Status::Ok) {
+      // CUDA refuses a second mapping of memory the owner freed and allocated again while an
+      // older mapping of it is open here ("resource already mapped"): that process's other
+      // mappings are of freed allocations or of buffers not in this call; unmap them, retry once.
+      for (auto it = list_.begin(); it != list_.end();)
+        if (it->pid == pid) {
+          gpu_backend().ipc_close(it->base);
+          it = list_.erase(it);
+        } else {
+          ++it;
+        }
+      st = gpu_backend().ipc_open(h, base);
+      if (st != Status::Ok) return st;
+    }
     ++opened_;
     list_.push_front({pid, h.buffer_id, *base});
     while (list_.size() > kMax) {

@@ -3,7 +3,9 @@
 # collective tests on real GPUs (CUDA IPC), then the halo main job (MPI_Neighbor_alltoallw
 # beside TEMPI's Isend/Irecv variant and the hand-fused and fused+NCCL baselines) and the FFT
 # transpose (MPI_Alltoallw), each with zero-copy on (TEMPI_IPC=auto) and off.
-#   bash tools/gpu/zero_copy_round.sh        (env: MPIS, NS, FFT_NS, TESTS=0 skips the tests)
+#   bash tools/gpu/zero_copy_round.sh        (env: MPIS, NS, FFT_NS, TESTS=0 skips the tests,
+#                                             SANITIZE=1 runs the 2-rank zero-copy test under
+#                                             compute-sanitizer memcheck and racecheck)
 set -uo pipefail
 top=${OUT:-gpu-out}
 mkdir -p "$top"
@@ -25,6 +27,13 @@ for mpi in ${MPIS:-mpich cuda-openmpi}; do
       done
       echo "--- gpu_coll 2 ranks (zero-copy inside)"
       TEMPI_LOG_LEVEL=info timeout 300 $launcher $margs -n 2 $b/tests/gpu/test_gpu_coll < /dev/null 2>&1 | grep -E "All tests|test cases|FAILED|zero-copy:" | head -8
+    fi
+    if [ "${SANITIZE:-0}" = 1 ]; then
+      for tool in memcheck racecheck; do
+        echo "--- compute-sanitizer $tool, gpu_zero_copy 2 ranks"
+        timeout 300 $launcher $margs -n 2 compute-sanitizer --tool $tool --error-exitcode 9 $b/tests/gpu/test_gpu_zero_copy \
+          < /dev/null 2>&1 | grep -E "ERROR SUMMARY|passed|failed|FAILED|Invalid|hazard" | sort | uniq -c | head -10
+      done
     fi
     for n in ${NS:-32 64 128}; do
       for ipc in auto off; do

@@ -32,7 +32,7 @@ for mpi in ${MPIS:-mpich cuda-openmpi}; do
       for tool in memcheck racecheck; do
         echo "--- compute-sanitizer $tool, gpu_zero_copy 2 ranks"
         timeout 300 $launcher $margs -n 2 compute-sanitizer --tool $tool --error-exitcode 9 $b/tests/gpu/test_gpu_zero_copy \
-          < /dev/null 2>&1 | grep -E "ERROR SUMMARY|passed|failed|FAILED|Invalid|hazard" | sort | uniq -c | head -10
+          < /dev/null 2>&1 | grep -E "ERROR SUMMARY|Program hit|passed|failed|FAILED|Invalid|hazard" | sort | uniq -c | head -20
       done
     fi
     for n in ${NS:-32 64 128}; do

@@ -1,5 +1,7 @@
 #include "runtime.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -77,6 +79,20 @@ void log_high_water_marks() {
       (unsigned long long)m.device_bytes, (unsigned long long)m.pinned_peak, (unsigned long long)m.pinned_bytes);
 }
 
+// Open MPI's Fortran bindings call PMPI_X directly (docs/using.md, "Fortran"): Fortran calls
+// bypass TEMPI there, and a GPU receive that TEMPI started in C but Fortran code completes
+// would never be unpacked. Said once, on rank 0, when such a binding is loaded.
+void warn_about_fortran_bindings(int rank) {
+  if (rank != 0 || mpi_library_name().rfind("Open MPI", 0) != 0) return;
+  for (const char *symbol : {"mpi_send_", "ompi_send_f", "mpi_send_f08_"})
+    if (dlsym(RTLD_DEFAULT, symbol)) {
+      TEMPI_LOG(Warn, "Open MPI's Fortran bindings are loaded (%s): its Fortran calls go to the library without "
+                "TEMPI (GPU buffers need a CUDA-aware Open MPI; do not complete in Fortran requests started in C "
+                "on GPU buffers); docs/using.md, \"Fortran\"", symbol);
+      return;
+    }
+}
+
 void initialize() {
   if (config().disabled) return;  // every call forwards
   int initialized = 0;
@@ -94,6 +110,7 @@ void initialize() {
     install_profile(find_profile(config().profile, this_machine(), [](const char *name) { return std::getenv(name); }));
     TEMPI_LOG(Info, "profile: %s", profile_summary().c_str());
   }
+  warn_about_fortran_bindings(rank);
   stop_at_finalize_of_mpi();
   g_active = true;
 }

@@ -511,23 +511,38 @@ namespace {
 // and a thread may still hold the one before. Its decision cache keys on the address.
 std::mutex g_install_mutex;
 std::vector<std::unique_ptr<ProfileChoice>> g_choices;
+const ProfileChoice *g_current = nullptr;  // the choice in force (profile_summary)
+bool g_program_installed = false;          // a program installed one: start-up lookups keep it
 std::atomic<const Profile *> g_profile{nullptr};
+
+const Profile *put(ProfileChoice choice) {
+  g_choices.push_back(std::make_unique<ProfileChoice>(std::move(choice)));
+  g_current = g_choices.back().get();
+  const Profile *p = g_current->profile ? &*g_current->profile : nullptr;
+  g_profile.store(p, std::memory_order_release);
+  return p;
+}
 
 }  // namespace
 
-void install_profile(ProfileChoice choice) {
+const Profile *install_profile(ProfileChoice choice) {
   std::lock_guard<std::mutex> lock(g_install_mutex);
-  g_choices.push_back(std::make_unique<ProfileChoice>(std::move(choice)));
-  const ProfileChoice &c = *g_choices.back();
-  g_profile.store(c.profile ? &*c.profile : nullptr, std::memory_order_release);
+  g_program_installed = true;
+  return put(std::move(choice));
+}
+
+const Profile *install_startup_profile(ProfileChoice choice) {
+  std::lock_guard<std::mutex> lock(g_install_mutex);
+  if (g_program_installed) return g_profile.load(std::memory_order_relaxed);
+  return put(std::move(choice));
 }
 
 const Profile *active_profile() { return g_profile.load(std::memory_order_acquire); }
 
 std::string profile_summary() {
   std::lock_guard<std::mutex> lock(g_install_mutex);
-  if (g_choices.empty()) return "none yet (TEMPI has not started)";
-  const ProfileChoice &c = *g_choices.back();
+  if (!g_current) return "none yet (TEMPI has not started)";
+  const ProfileChoice &c = *g_current;
   if (!c.profile) return "none: " + c.reason + "; built-in rules";
   const Profile &p = *c.profile;
   return c.path + " (measured " + (p.date.empty() ? "at an unknown date" : p.date) + " on " + p.machine.gpu + ", " +

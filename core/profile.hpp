@@ -104,10 +104,16 @@ struct ProfileChoice {
 ProfileChoice find_profile(const std::string &named, const MachineIdentity &here,
                            const std::function<const char *(const char *)> &env);
 
-// The process's profile: set at start-up (pmpi/runtime.cpp; tempi-measure installs the
-// one it wrote), read by the model. Until then, or when the lookup found none,
-// active_profile() is null.
-void install_profile(ProfileChoice choice);
+// The process's profile, read by the model. Two kinds of install: TEMPI's own start-up
+// lookup (pmpi/runtime.cpp), and a program that installs a profile itself (tempi-measure
+// the one it wrote, tests a synthetic one). The program's stands whichever comes first:
+// TEMPI starts lazily, at its first intercepted call, so its lookup may come after the
+// program's install and must not undo it; a later program install replaces an earlier
+// one. Both return the profile now active (what active_profile() returns), so a caller
+// uses what the model uses and can check it. Until the first install, or when the one
+// in force holds none, active_profile() is null (the built-in rules).
+const Profile *install_profile(ProfileChoice choice);
+const Profile *install_startup_profile(ProfileChoice choice);
 const Profile *active_profile();
 // One line for people (tempi-info, the info log): the file in use, or why none is.
 std::string profile_summary();

@@ -107,7 +107,9 @@ void initialize() {
             g_cuda_aware ? "is" : "is not");
   if (b.has_gpu()) {
     gpu_sharing().join(b.device_id(), b.mps_enabled());
-    install_profile(find_profile(config().profile, this_machine(), [](const char *name) { return std::getenv(name); }));
+    // A profile the program installed itself (tempi-measure's) stands: TEMPI may start after it.
+    install_startup_profile(
+        find_profile(config().profile, this_machine(), [](const char *name) { return std::getenv(name); }));
     TEMPI_LOG(Info, "profile: %s", profile_summary().c_str());
   }
   warn_about_fortran_bindings(rank);

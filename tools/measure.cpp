@@ -645,9 +645,12 @@ int run(const Options &o) {
       if (!loaded.profile) fail("the profile received does not parse: " + error);
       loaded.path = "(rank 0's)";
     }
-    install_profile(std::move(loaded));
-    if (o.check) checks = check_model(*active_profile(), aware, o);
-    time_decisions(*active_profile(), aware, hit_ns, miss_ns);
+    // The messages of the check go through TEMPI's model, which reads active_profile():
+    // it must be the profile just written, not the start-up one (TEMPI_PROFILE=none).
+    const Profile *installed = install_profile(std::move(loaded));
+    if (!installed || active_profile() != installed) fail("TEMPI does not use the profile just installed");
+    if (o.check) checks = check_model(*installed, aware, o);
+    time_decisions(*installed, aware, hit_ns, miss_ns);
   }
   g_progress.finish();
   if (g_rank != 0) return 0;

@@ -219,3 +219,51 @@ TEST_CASE("the start-up lookup finds a matching profile, or says why it uses non
     CHECK(c.reason.find("truncated") != std::string::npos);
   }
 }
+
+// The only test of this program that installs a profile: the process's profile is global.
+// tempi-measure installs the profile it wrote and checks the model with messages through
+// TEMPI, which starts lazily at its first intercepted call and then runs its own start-up
+// lookup (TEMPI_PROFILE=none there). A start-up lookup that replaced the program's, or a
+// program install that did not replace the start-up one, left the model on the built-in
+// rules and tempi-measure bound a reference to a null profile (UBSan, issue 13).
+TEST_CASE("a profile the program installs stands, whenever TEMPI's start-up lookup comes", "[profile]") {
+  auto choice = [](const char *date, const char *path) {
+    ProfileChoice c;
+    c.profile = synthetic_profile();
+    c.profile->date = date;
+    c.path = path;
+    return c;
+  };
+  ProfileChoice none;
+  none.reason = "TEMPI_PROFILE=none";
+  CHECK(profile_summary().find("none yet") != std::string::npos);
+
+  // TEMPI starts first (tempi-measure: tempi::active() before it measures).
+  CHECK(install_startup_profile(none) == nullptr);
+  CHECK(active_profile() == nullptr);
+  CHECK(profile_summary() == "none: TEMPI_PROFILE=none; built-in rules");
+
+  // The program's install replaces the start-up choice.
+  const Profile *mine = install_profile(choice("2026-02-02T00:00:00Z", "/written.json"));
+  REQUIRE(mine != nullptr);
+  CHECK(active_profile() == mine);
+  CHECK(mine->date == "2026-02-02T00:00:00Z");
+  CHECK(profile_summary().find("/written.json") != std::string::npos);
+
+  // TEMPI starting after it (or a second start-up lookup) leaves it in force.
+  CHECK(install_startup_profile(none) == mine);
+  CHECK(install_startup_profile(choice("2026-03-03T00:00:00Z", "/cache.json")) == mine);
+  CHECK(active_profile() == mine);
+  CHECK(profile_summary().find("/written.json") != std::string::npos);
+
+  // A later program install replaces it; the one before stays readable (never freed:
+  // a thread may still hold it, and the decision cache keys on its address).
+  const Profile *next = install_profile(choice("2026-04-04T00:00:00Z", "/next.json"));
+  REQUIRE(next != nullptr);
+  CHECK(next != mine);
+  CHECK(active_profile() == next);
+  CHECK(mine->date == "2026-02-02T00:00:00Z");
+  CHECK(install_profile(none) == nullptr);  // a program may also go back to the built-in rules
+  CHECK(active_profile() == nullptr);
+  CHECK(install_startup_profile(choice("2026-05-05T00:00:00Z", "/cache.json")) == nullptr);
+}

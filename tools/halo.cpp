@@ -21,11 +21,12 @@
 //   persistent      the 52 calls made once as MPI_Recv_init/MPI_Send_init; each exchange
 //                   is MPI_Startall + MPI_Waitall
 //   hand-fused      (CUDA builds) what a GPU code writes without datatypes: one kernel packs
-//                   the 26 slabs into one buffer, 26 PMPI_Isend/PMPI_Irecv of contiguous
-//                   bytes (device buffers on a CUDA-aware library, else pinned host memory
-//                   the kernels write and read directly), one kernel unpacks
+//                   the 26 slabs into one buffer, grouped by peer, one PMPI_Isend and one
+//                   PMPI_Irecv of contiguous bytes per peer (device buffers on a CUDA-aware
+//                   library, else pinned host memory the kernels write and read directly),
+//                   one kernel unpacks
 //   fused-nccl      (CUDA builds) the same pack kernel, one ncclSend and one ncclRecv per
-//                   side inside one ncclGroupStart/ncclGroupEnd, the same unpack kernel, all
+//                   peer inside one ncclGroupStart/ncclGroupEnd, the same unpack kernel, all
 //                   on one stream with one synchronization (tools/halo_nccl.cpp; needs NCCL
 //                   at build time and one rank per GPU, else it says why it did not run)
 //
@@ -40,7 +41,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -456,14 +456,22 @@ bool all_ranks(MPI_Comm comm, bool ok) {
 }
 bool all_ranks(const Halo &h, bool ok) { return all_ranks(h.cart, ok); }
 
+// One transfer of a fused exchange: `bytes` bytes at `offset` of a packed buffer, to or
+// from rank `peer` of the Cartesian communicator.
+struct PeerBytes {
+  int peer;
+  int64_t offset, bytes;
+};
+
 // A fused baseline's box tables (the 26 interior slabs, the 26 ghost regions) and packed
-// buffers, made once (hand-fused: at first use; fused-nccl: before its variant runs).
+// buffers, made once (hand-fused: at first use; fused-nccl: before its variant runs). The
+// slabs are grouped by peer, so that each peer gets one transfer, as hand-written codes do.
 struct Fused {
   bool tried = false, ok = false;
   void *send_table = nullptr, *recv_table = nullptr;
   void *send = nullptr, *recv = nullptr;  // the packed slabs, back to back
   bool host = false;                      // buffers in pinned host memory, else device memory
-  std::vector<int64_t> offsets;           // bytes; slab i is [offsets[i], offsets[i + 1])
+  std::vector<PeerBytes> sends, recvs;    // one per peer, in rank order
 };
 
 // Where the grid lives, and how the host reaches it: device memory only through
@@ -482,8 +490,8 @@ struct Grid {
   void *nccl = nullptr;
   std::string nvls_env;  // the user's NCCL_NVLS_ENABLE, "" when unset
 #ifdef TEMPI_HALO_NCCL
-  // The 26 sends in direction order and the 26 receives ordered by the direction their
-  // sender sends in: NCCL pairs the messages between two ranks in the order they are posted.
+  // One send and one receive per peer (Fused::sends/recvs); NCCL has no tags, and there
+  // is one message a way between two ranks.
   std::vector<halo_nccl::Message> nccl_sends, nccl_recvs;
 #endif
 
@@ -577,23 +585,38 @@ bool exchange_persistent(const Halo &h, Grid &g) {
 #ifdef TEMPI_HALO_FUSED
 std::string fused_unavailable(const Grid &g) { return g.on_gpu ? "" : "n/a (no GPU)"; }
 
+// One side's boxes grouped by peer, with one transfer per peer. Sends are ordered by
+// (peer, direction sent), receives by (source, direction its sender sent: recv_tag), so
+// that the k-th slab of a transfer lands in the k-th ghost region of the matching receive
+// even where one rank is several neighbours (few ranks, periodic).
+int64_t lay_out(const Halo &h, bool ghost, std::vector<halo_fused::Box> &boxes, std::vector<PeerBytes> &transfers) {
+  std::vector<const Neighbour *> order;
+  for (const auto &nb : h.neighbours) order.push_back(&nb);
+  std::stable_sort(order.begin(), order.end(), [ghost](const Neighbour *a, const Neighbour *b) {
+    const int ta = ghost ? a->recv_tag : a->send_tag, tb = ghost ? b->recv_tag : b->send_tag;
+    return a->rank != b->rank ? a->rank < b->rank : ta < tb;
+  });
+  int64_t at = 0;
+  for (const Neighbour *nb : order) {
+    halo_fused::Box b{};
+    box_of(h, nb->d, ghost, b.start, b.sub);  // a ghost region has the extents of the slab it receives
+    const int64_t bytes = int64_t(b.sub[0]) * b.sub[1] * b.sub[2] * int64_t(h.elem.bytes);
+    if (transfers.empty() || transfers.back().peer != nb->rank) transfers.push_back({nb->rank, at, 0});
+    transfers.back().bytes += bytes;
+    at += bytes;
+    boxes.push_back(b);
+  }
+  return at;
+}
+
 // The box tables and buffers of `f`, once; false when a step failed (then every later call
 // says so too).
 bool fused_ready(const Halo &h, Fused &f, bool pinned_host) {
   if (f.tried) return f.ok;
   f.tried = true;
   std::vector<halo_fused::Box> send, recv;
-  int64_t at = 0;
-  for (const auto &nb : h.neighbours) {
-    halo_fused::Box s{}, r{};
-    box_of(h, nb.d, false, s.start, s.sub);
-    box_of(h, nb.d, true, r.start, r.sub);  // the same extents as the slab: the ghost side d
-    send.push_back(s);
-    recv.push_back(r);
-    f.offsets.push_back(at);
-    at += int64_t(s.sub[0]) * s.sub[1] * s.sub[2] * int64_t(h.elem.bytes);
-  }
-  f.offsets.push_back(at);
+  const int64_t at = lay_out(h, false, send, f.sends);
+  lay_out(h, true, recv, f.recvs);
   f.host = pinned_host;
   f.ok = halo_fused::create(send.data(), int(send.size()), h.full, int(h.elem.bytes), &f.send_table) == 0 &&
          halo_fused::create(recv.data(), int(recv.size()), h.full, int(h.elem.bytes), &f.recv_table) == 0 &&
@@ -606,19 +629,15 @@ bool exchange_hand_fused(const Halo &h, Grid &g) {
   bool ok = fused_ready(h, f, !tempi::mpi_is_cuda_aware());
   const double t0 = MPI_Wtime();
   if (ok) ok = halo_fused::pack(f.send_table, g.data, f.send, nullptr) == 0;
+  // One tag for the fused transfers: each pair of ranks exchanges one message a way.
+  constexpr int kFusedTag = 1000;
   MPI_Request reqs[52];
   int k = 0;
   char *in = static_cast<char *>(f.recv), *out = static_cast<char *>(f.send);
-  for (size_t i = 0; i < h.neighbours.size(); ++i) {
-    const Neighbour &nb = h.neighbours[i];
-    const int bytes = int(f.offsets[i + 1] - f.offsets[i]);
-    PMPI_Irecv(in + f.offsets[i], bytes, MPI_BYTE, nb.rank, nb.recv_tag, h.cart, &reqs[k++]);
-  }
-  for (size_t i = 0; i < h.neighbours.size(); ++i) {
-    const Neighbour &nb = h.neighbours[i];
-    const int bytes = int(f.offsets[i + 1] - f.offsets[i]);
-    PMPI_Isend(out + f.offsets[i], bytes, MPI_BYTE, nb.rank, nb.send_tag, h.cart, &reqs[k++]);
-  }
+  for (const PeerBytes &t : f.recvs)
+    PMPI_Irecv(in + t.offset, int(t.bytes), MPI_BYTE, t.peer, kFusedTag, h.cart, &reqs[k++]);
+  for (const PeerBytes &t : f.sends)
+    PMPI_Isend(out + t.offset, int(t.bytes), MPI_BYTE, t.peer, kFusedTag, h.cart, &reqs[k++]);
   const double t1 = MPI_Wtime();
   PMPI_Waitall(k, reqs, MPI_STATUSES_IGNORE);
   if (ok) ok = halo_fused::unpack(f.recv_table, g.data, f.recv, nullptr) == 0;
@@ -679,14 +698,8 @@ void nccl_prepare(const Halo &h, Grid &g) {
     g.nccl_na = "failed: the fused kernels' tables or device buffers could not be made on some rank";
     return;
   }
-  std::vector<size_t> by_sender_direction(h.neighbours.size());
-  std::iota(by_sender_direction.begin(), by_sender_direction.end(), size_t(0));
-  std::stable_sort(by_sender_direction.begin(), by_sender_direction.end(),
-                   [&](size_t a, size_t b) { return h.neighbours[a].recv_tag < h.neighbours[b].recv_tag; });
-  for (size_t i = 0; i < h.neighbours.size(); ++i)
-    g.nccl_sends.push_back({h.neighbours[i].rank, f.offsets[i], f.offsets[i + 1] - f.offsets[i]});
-  for (size_t i : by_sender_direction)
-    g.nccl_recvs.push_back({h.neighbours[i].rank, f.offsets[i], f.offsets[i + 1] - f.offsets[i]});
+  for (const PeerBytes &t : f.sends) g.nccl_sends.push_back({t.peer, t.offset, t.bytes});
+  for (const PeerBytes &t : f.recvs) g.nccl_recvs.push_back({t.peer, t.offset, t.bytes});
   if (const char *v = std::getenv("NCCL_NVLS_ENABLE")) g.nvls_env = v;
   const std::string error = halo_nccl::init(h.cart, &g.nccl);  // sets NCCL_NVLS_ENABLE=0 unless set
   g.nccl_na = error.empty() ? "" : "failed: " + error;

@@ -449,6 +449,46 @@ int typed(int n, const int counts[], const Disp displs[], const MPI_Datatype typ
   return MPI_SUCCESS;
 }
 
+// ---- one count for every peer, as per-peer counts ----------------------------------------
+
+// Zero-copy needs per-peer counts (a zero-copy pair's count becomes 0 at both ends of the
+// library's call), which the calls with one count for every peer cannot express. On a
+// communicator where zero-copy takes part (zero_copy_participates: the same answer at
+// every rank), their blocking, not-in-place forms run as the v-variant with equal counts
+// at every rank alike (MPI_IN_PLACE and blocking are the same at every rank by the
+// standard), so the library still sees one collective.
+bool as_varying(MPI_Comm comm, bool in_place, MPI_Request *request) {
+  return !request && !in_place && zero_copy_participates(comm);
+}
+
+// `n` equal blocks of `count` elements of `type` as per-peer arrays: block i at i * count
+// extents, or every block at 0 (`at_zero`: one send block for every peer, as in the
+// gathers to all). Where i * count overflows an int, the unit becomes a contiguous type of
+// `count` elements (count 1, displacement i), which has the same type signature.
+struct PerPeer {
+  std::vector<int> counts, displs;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  OwnedType owned;
+};
+int per_peer(int n, int count, MPI_Datatype type, bool at_zero, MPI_Comm comm, const char *call, PerPeer &out) {
+  out.type = type;
+  int per_block = count;  // elements of out.type per block, and the displacement step
+  if (!at_zero && n > 1 && int64_t(n - 1) * count > INT_MAX) {
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    int err = PMPI_Type_contiguous(count, type, &t);
+    if (err == MPI_SUCCESS) err = PMPI_Type_commit(&t);
+    if (err != MPI_SUCCESS)
+      return raise_error(comm, MPI_ERR_INTERN, "%s: cannot describe blocks of %d elements to MPI", call, count);
+    out.type = t;
+    out.owned = OwnedType(t);
+    per_block = 1;
+  }
+  out.counts.assign(size_t(std::max(n, 0)), per_block);
+  out.displs.resize(size_t(std::max(n, 0)));
+  for (int i = 0; i < n; ++i) out.displs[size_t(i)] = at_zero ? 0 : i * per_block;
+  return MPI_SUCCESS;
+}
+
 // ---- what the library gets ---------------------------------------------------------------
 
 // Uniform blocks: one count and type for all of them.
@@ -749,6 +789,16 @@ int scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Data
                   request);
 }
 
+namespace {
+// The v-variants under the name of the call the application made (errors and logs).
+int alltoallv_as(const char *name, const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
+                 void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
+                 MPI_Request *request);
+int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[], const int sdispls[],
+                          MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
+                          MPI_Comm comm, MPI_Request *request);
+}  // namespace
+
 // ---- all to all --------------------------------------------------------------------------
 
 int allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
@@ -759,8 +809,15 @@ int allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int 
   };
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  auto op = new_op("MPI_Allgather", "MPI_Iallgather", comm, request);
   const bool in_place = sbuf == MPI_IN_PLACE;
+  if (!g.inter && as_varying(comm, in_place, request)) {
+    PerPeer s, r;
+    if (const int err = per_peer(g.size, scount, stype, true, comm, "MPI_Allgather", s)) return err;
+    if (const int err = per_peer(g.size, rcount, rtype, false, comm, "MPI_Allgather", r)) return err;
+    return alltoallv_as("MPI_Allgather", sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, r.counts.data(),
+                        r.displs.data(), r.type, comm, nullptr);
+  }
+  auto op = new_op("MPI_Allgather", "MPI_Iallgather", comm, request);
   if (!in_place && gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
       return err;
@@ -787,8 +844,16 @@ int allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, con
   };
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
-  auto op = new_op("MPI_Allgatherv", "MPI_Iallgatherv", comm, request);
   const bool in_place = sbuf == MPI_IN_PLACE;
+  if (!g.inter && as_varying(comm, in_place, request)) {
+    if (g.size > 0 && (!rcounts || !displs))
+      return null_array(comm, "MPI_Allgatherv", !rcounts ? "the counts array" : "the displacements array");
+    PerPeer s;
+    if (const int err = per_peer(g.size, scount, stype, true, comm, "MPI_Allgatherv", s)) return err;
+    return alltoallv_as("MPI_Allgatherv", sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, rcounts, displs,
+                        rtype, comm, nullptr);
+  }
+  auto op = new_op("MPI_Allgatherv", "MPI_Iallgatherv", comm, request);
   if (!in_place && gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
       return err;
@@ -820,8 +885,15 @@ int alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int r
   };
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  auto op = new_op("MPI_Alltoall", "MPI_Ialltoall", comm, request);
   const bool in_place = sbuf == MPI_IN_PLACE;
+  if (!g.inter && as_varying(comm, in_place, request)) {
+    PerPeer s, r;
+    if (const int err = per_peer(g.size, scount, stype, false, comm, "MPI_Alltoall", s)) return err;
+    if (const int err = per_peer(g.size, rcount, rtype, false, comm, "MPI_Alltoall", r)) return err;
+    return alltoallv_as("MPI_Alltoall", sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, r.counts.data(),
+                        r.displs.data(), r.type, comm, nullptr);
+  }
+  auto op = new_op("MPI_Alltoall", "MPI_Ialltoall", comm, request);
   if (!in_place && gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), uniform(g.peers(), scount, stype, true, false), false, comm,
                                       op->call))
@@ -841,6 +913,14 @@ int alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int r
 
 int alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
               const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request) {
+  return alltoallv_as(request ? "MPI_Ialltoallv" : "MPI_Alltoallv", sbuf, scounts, sdispls, stype, rbuf, rcounts,
+                      rdispls, rtype, comm, request);
+}
+
+namespace {
+int alltoallv_as(const char *name, const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
+                 void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
+                 MPI_Request *request) {
   auto next = [&](const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, const int *rc,
                   const int *rd, MPI_Datatype rt) {
     return request ? TEMPI_NEXT(MPI_Ialltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, request)
@@ -848,7 +928,7 @@ int alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Da
   };
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
-  auto op = new_op("MPI_Alltoallv", "MPI_Ialltoallv", comm, request);
+  auto op = new_op(name, name, comm, request);
   const bool in_place = sbuf == MPI_IN_PLACE;
   const bool sgpu = !in_place && gpu_data(sbuf), rgpu = gpu_data(rbuf);
   std::vector<Block> sblocks, rblocks;
@@ -878,6 +958,8 @@ int alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Da
                                  op->recv.library_buffer(rbuf), r.counts, r.displs, r.type),
                             request));
 }
+
+}  // namespace
 
 int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[], void *rbuf,
               const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
@@ -930,6 +1012,37 @@ void skip_null_peers(std::vector<Block> &blocks, const std::vector<int> &peers) 
     if (peers[i] == MPI_PROC_NULL) blocks[i].load = blocks[i].store = false;
 }
 
+// Whether no rank of `comm` lists a peer twice among its sources or among its
+// destinations (MPI_PROC_NULL aside). MPICH 4.0.2 pairs the blocks between repeated
+// neighbours in MPI_Neighbor_alltoall in another order than in MPI_Neighbor_alltoallv
+// (seen on a ring of 2 ranks: the first block sent meets the second block received), so
+// that call runs as the v-variant only where no rank has repeated neighbours. Collective
+// at a communicator's first call (every rank makes it), then an attribute of it.
+bool distinct_neighbours(MPI_Comm comm, const std::vector<int> &sources, const std::vector<int> &dests) {
+  static const int keyval = [] {
+    int k = MPI_KEYVAL_INVALID;
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &k, nullptr);
+    return k;
+  }();
+  void *value = nullptr;
+  int found = 0;
+  if (keyval != MPI_KEYVAL_INVALID && PMPI_Comm_get_attr(comm, keyval, &value, &found) == MPI_SUCCESS && found)
+    return value != nullptr;
+  auto repeats = [](std::vector<int> peers) {
+    peers.erase(std::remove(peers.begin(), peers.end(), MPI_PROC_NULL), peers.end());
+    std::sort(peers.begin(), peers.end());
+    return std::adjacent_find(peers.begin(), peers.end()) != peers.end();
+  };
+  const int mine = repeats(sources) || repeats(dests) ? 0 : 1;
+  int all = 0;
+  if (PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) return false;
+  if (keyval != MPI_KEYVAL_INVALID) {
+    static char yes;  // any non-null address
+    PMPI_Comm_set_attr(comm, keyval, all ? &yes : nullptr);
+  }
+  return all != 0;
+}
+
 }  // namespace
 
 int neighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
@@ -940,6 +1053,14 @@ int neighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
   };
   std::vector<int> sources, dests;
   if (!neighbourhood(comm, sources, dests)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  if (as_varying(comm, false, request)) {
+    const char *name = "MPI_Neighbor_allgather";
+    PerPeer s, r;
+    if (const int err = per_peer(int(dests.size()), scount, stype, true, comm, name, s)) return err;
+    if (const int err = per_peer(int(sources.size()), rcount, rtype, false, comm, name, r)) return err;
+    return neighbor_alltoallv_as(name, sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, r.counts.data(),
+                                 r.displs.data(), r.type, comm, nullptr);
+  }
   auto op = new_op("MPI_Neighbor_allgather", "MPI_Ineighbor_allgather", comm, request);
   if (gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
@@ -967,6 +1088,15 @@ int neighbor_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *
   };
   std::vector<int> sources, dests;
   if (!neighbourhood(comm, sources, dests)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
+  if (as_varying(comm, false, request)) {
+    const char *name = "MPI_Neighbor_allgatherv";
+    if (!sources.empty() && (!rcounts || !displs))
+      return null_array(comm, name, !rcounts ? "the counts array" : "the displacements array");
+    PerPeer s;
+    if (const int err = per_peer(int(dests.size()), scount, stype, true, comm, name, s)) return err;
+    return neighbor_alltoallv_as(name, sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, rcounts, displs, rtype,
+                                 comm, nullptr);
+  }
   auto op = new_op("MPI_Neighbor_allgatherv", "MPI_Ineighbor_allgatherv", comm, request);
   if (gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
@@ -997,6 +1127,14 @@ int neighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rb
   };
   std::vector<int> sources, dests;
   if (!neighbourhood(comm, sources, dests)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
+  if (as_varying(comm, false, request) && distinct_neighbours(comm, sources, dests)) {
+    const char *name = "MPI_Neighbor_alltoall";
+    PerPeer s, r;
+    if (const int err = per_peer(int(dests.size()), scount, stype, false, comm, name, s)) return err;
+    if (const int err = per_peer(int(sources.size()), rcount, rtype, false, comm, name, r)) return err;
+    return neighbor_alltoallv_as(name, sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, r.counts.data(),
+                                 r.displs.data(), r.type, comm, nullptr);
+  }
   auto op = new_op("MPI_Neighbor_alltoall", "MPI_Ineighbor_alltoall", comm, request);
   if (gpu_data(sbuf)) {
     std::vector<Block> blocks = uniform(int(dests.size()), scount, stype, true, false);
@@ -1021,6 +1159,14 @@ int neighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rb
 int neighbor_alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
                        const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
                        MPI_Request *request) {
+  return neighbor_alltoallv_as(request ? "MPI_Ineighbor_alltoallv" : "MPI_Neighbor_alltoallv", sbuf, scounts, sdispls,
+                               stype, rbuf, rcounts, rdispls, rtype, comm, request);
+}
+
+namespace {
+int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[], const int sdispls[],
+                          MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
+                          MPI_Comm comm, MPI_Request *request) {
   auto next = [&](const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, const int *rc,
                   const int *rd, MPI_Datatype rt) {
     return request ? TEMPI_NEXT(MPI_Ineighbor_alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, request)
@@ -1030,7 +1176,7 @@ int neighbor_alltoallv(const void *sbuf, const int scounts[], const int sdispls[
   bool cartesian = false;
   if (!neighbourhood(comm, sources, dests, &cartesian))
     return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
-  auto op = new_op("MPI_Neighbor_alltoallv", "MPI_Ineighbor_alltoallv", comm, request);
+  auto op = new_op(name, name, comm, request);
   const bool sgpu = gpu_data(sbuf), rgpu = gpu_data(rbuf);
   std::vector<Block> sblocks, rblocks;
   if (sgpu) {
@@ -1062,6 +1208,8 @@ int neighbor_alltoallv(const void *sbuf, const int scounts[], const int sdispls[
                                  op->recv.library_buffer(rbuf), r.counts, r.displs, r.type),
                             request));
 }
+
+}  // namespace
 
 int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdispls[], const MPI_Datatype stypes[],
                        void *rbuf, const int rcounts[], const MPI_Aint rdispls[], const MPI_Datatype rtypes[],

@@ -100,7 +100,8 @@ int TEMPI_WRAPPER(MPI_Iscatterv)(const void *sbuf, const int scounts[], const in
 int TEMPI_WRAPPER(MPI_Allgather)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                  MPI_Datatype rtype, MPI_Comm comm) {
   flush_sends();
-  if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  if (!ours_exchange(sbuf, rbuf, comm))
+    return TEMPI_NEXT(MPI_Allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   return coll::allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, nullptr);
 }
 
@@ -114,7 +115,8 @@ int TEMPI_WRAPPER(MPI_Iallgather)(const void *sbuf, int scount, MPI_Datatype sty
 int TEMPI_WRAPPER(MPI_Allgatherv)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
                                   const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
   flush_sends();
-  if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Allgatherv)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
+  if (!ours_exchange(sbuf, rbuf, comm))
+    return TEMPI_NEXT(MPI_Allgatherv)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
   return coll::allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, nullptr);
 }
 
@@ -129,7 +131,7 @@ int TEMPI_WRAPPER(MPI_Iallgatherv)(const void *sbuf, int scount, MPI_Datatype st
 int TEMPI_WRAPPER(MPI_Alltoall)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                 MPI_Datatype rtype, MPI_Comm comm) {
   flush_sends();
-  if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Alltoall)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  if (!ours_exchange(sbuf, rbuf, comm)) return TEMPI_NEXT(MPI_Alltoall)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   return coll::alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, nullptr);
 }
 
@@ -179,7 +181,8 @@ int TEMPI_WRAPPER(MPI_Ialltoallw)(const void *sbuf, const int scounts[], const i
 int TEMPI_WRAPPER(MPI_Neighbor_allgather)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                           MPI_Datatype rtype, MPI_Comm comm) {
   flush_sends();
-  if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Neighbor_allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  if (!ours_exchange(sbuf, rbuf, comm))
+    return TEMPI_NEXT(MPI_Neighbor_allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   return coll::neighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, nullptr);
 }
 
@@ -194,7 +197,7 @@ int TEMPI_WRAPPER(MPI_Ineighbor_allgather)(const void *sbuf, int scount, MPI_Dat
 int TEMPI_WRAPPER(MPI_Neighbor_allgatherv)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                                            const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
   flush_sends();
-  if (!ours(sbuf, rbuf))
+  if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Neighbor_allgatherv)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
   return coll::neighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, nullptr);
 }
@@ -211,7 +214,8 @@ int TEMPI_WRAPPER(MPI_Ineighbor_allgatherv)(const void *sbuf, int scount, MPI_Da
 int TEMPI_WRAPPER(MPI_Neighbor_alltoall)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                          MPI_Datatype rtype, MPI_Comm comm) {
   flush_sends();
-  if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Neighbor_alltoall)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  if (!ours_exchange(sbuf, rbuf, comm))
+    return TEMPI_NEXT(MPI_Neighbor_alltoall)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   return coll::neighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, nullptr);
 }
 

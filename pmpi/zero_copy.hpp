@@ -1,4 +1,5 @@
-// Zero-copy between GPUs of one node in blocking exchange collectives (docs/design.md,
+// Zero-copy between GPUs of one node in blocking exchange collectives (all-to-all and
+// all-gather, plain, v, w and neighbourhood forms; docs/design.md,
 // "Zero-copy collectives"). For a pair of ranks on one node whose blocks are both GPU
 // memory, and whose GPUs have peer access, the receiving rank's GPU reads the sender's
 // typed block through CUDA IPC and writes its own typed block; the MPI library moves

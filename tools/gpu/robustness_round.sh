@@ -7,7 +7,7 @@
 # Logs go to $OUT/robustness (or ./gpu-out/robustness), archived as robustness.tgz.
 #   bash tools/gpu/robustness_round.sh      (env: TOOLS="memcheck racecheck", LONG=0 skips the long forms,
 #                                            LIMIT=seconds per sanitizer run, default 900,
-#                                            GPU_ARCH=meson's gpu_arch, default sm_90: one
+#                                            GPU_ARCH=meson's gpu_arch, default 90: one
 #                                            architecture builds in a third of the time)
 set -uo pipefail
 top=${OUT:-gpu-out}
@@ -22,7 +22,7 @@ sed -i 's|^prefix=/usr$|prefix=/opt/c2/usr|; s|=/usr/|=/opt/c2/usr/|g' /opt/c2/u
 export PKG_CONFIG_PATH=/opt/c2/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}
 nvidia-smi -L | tee "$out/device.txt"
 b=build-robust-mpich
-meson setup $b -Dmpi=mpich -Dgpu_arch="${GPU_ARCH:-sm_90}" -Dmpiexec="$launcher" > "$out/setup.log" 2>&1 || { tail -30 "$out/setup.log"; exit 1; }
+meson setup $b -Dmpi=mpich -Dgpu_arch="${GPU_ARCH:-90}" -Dmpiexec="$launcher" > "$out/setup.log" 2>&1 || { tail -30 "$out/setup.log"; exit 1; }
 ninja -C $b > "$out/build.log" 2>&1 || { grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
 echo "== built $b"
 

@@ -23,6 +23,12 @@ namespace tempi {
 
 namespace {
 
+// memcpy of n bytes that may be 0, where an empty vector's data() may be null (memcpy's
+// pointers must never be null, whatever n).
+void copy_bytes(void *dst, const void *src, size_t n) {
+  if (n > 0) std::memcpy(dst, src, n);
+}
+
 // ---- The shared segment of one rank -------------------------------------------------------
 
 // One pair as one end sees it: the k-th block (`occurrence`) between this rank and comm rank
@@ -202,8 +208,8 @@ struct NodeShare {
     const PlanHeader h{plan.start, plan.pattern_size, plan.extent, int64_t(plan.pattern.size()),
                        int64_t(plan.dims.size())};
     std::memcpy(p, &h, sizeof h);
-    std::memcpy(p + sizeof h, plan.pattern.data(), plan.pattern.size() * sizeof(Run));
-    std::memcpy(p + sizeof h + plan.pattern.size() * sizeof(Run), plan.dims.data(), plan.dims.size() * sizeof(Dim));
+    copy_bytes(p + sizeof h, plan.pattern.data(), plan.pattern.size() * sizeof(Run));
+    copy_bytes(p + sizeof h + plan.pattern.size() * sizeof(Run), plan.dims.data(), plan.dims.size() * sizeof(Dim));
     s.arena_used.store(at + need, std::memory_order_release);
     published.emplace(key, int64_t(at));
     return int64_t(at);
@@ -223,8 +229,8 @@ struct NodeShare {
     plan.extent = h.extent;
     plan.pattern.resize(size_t(h.nruns));
     plan.dims.resize(size_t(h.ndims));
-    std::memcpy(plan.pattern.data(), p + sizeof h, size_t(h.nruns) * sizeof(Run));
-    std::memcpy(plan.dims.data(), p + sizeof h + size_t(h.nruns) * sizeof(Run), size_t(h.ndims) * sizeof(Dim));
+    copy_bytes(plan.pattern.data(), p + sizeof h, size_t(h.nruns) * sizeof(Run));
+    copy_bytes(plan.dims.data(), p + sizeof h + size_t(h.nruns) * sizeof(Run), size_t(h.ndims) * sizeof(Dim));
     plan.id = new_plan_id();  // its device-side data is this process's
     return peer_plans.emplace(key, std::move(plan)).first->second;
   }

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <mutex>
 #include <numeric>
+#include <set>
+#include <string>
 #include <type_traits>
 
 #include "config.hpp"
@@ -10,6 +13,7 @@
 #include "forward.hpp"
 #include "local_work.hpp"
 #include "log.hpp"
+#include "persistent.hpp"
 #include "requests.hpp"
 #include "runtime.hpp"
 #include "zero_copy.hpp"
@@ -311,6 +315,13 @@ int finish_collectives(std::vector<CollectiveFinishing> &batch) {
   return first;
 }
 
+int start_collective(CollectiveOp &op) {
+  if (const int err = op.send.load(op.comm, op.call)) return err;
+  if (const int err = op.recv.load(op.comm, op.call)) return err;
+  op.finished = false;
+  return MPI_SUCCESS;
+}
+
 int finish_collective(CollectiveOp &op, int err) {
   std::vector<CollectiveFinishing> one{{&op, err}};
   return finish_collectives(one);
@@ -596,10 +607,17 @@ int wire_typed(const Side &s, const int *user_counts, const Disp *user_displs, c
 
 // ---- the call ----------------------------------------------------------------------------
 
-std::shared_ptr<CollectiveOp> new_op(const char *blocking, const char *nonblocking, MPI_Comm comm,
-                                     MPI_Request *request) {
+// "MPI_X_init" for a persistent collective: the name outlives the op (errors, logs).
+const char *init_name(const char *blocking) {
+  static std::mutex mutex;
+  static std::set<std::string> names;
+  std::lock_guard<std::mutex> lock(mutex);
+  return names.insert(std::string(blocking) + "_init").first->c_str();
+}
+
+std::shared_ptr<CollectiveOp> new_op(const char *blocking, const char *nonblocking, MPI_Comm comm, const Issue &how) {
   auto op = std::make_shared<CollectiveOp>();
-  op->call = request ? nonblocking : blocking;
+  op->call = how.persistent ? init_name(blocking) : how.request ? nonblocking : blocking;
   op->comm = comm;
   // By default no collective hands GPU memory to the library, even a CUDA-aware one: on
   // two H200s (2026-11-23) Open MPI 4.1's nonblocking collectives (libnbc) returned wrong
@@ -608,7 +626,7 @@ std::shared_ptr<CollectiveOp> new_op(const char *blocking, const char *nonblocki
   // MPI_Alltoallv of device bytes hung now and then; MPI offers no query for which calls a
   // library's CUDA-awareness covers. TEMPI_COLL_DEVICE=1 hands packed bytes of blocking
   // calls to a CUDA-aware library (FFT transpose: 77 us instead of milliseconds).
-  const bool gpu_ok = mpi_is_cuda_aware() && !request && config().coll_device;
+  const bool gpu_ok = mpi_is_cuda_aware() && !how.request && config().coll_device;
   op->send.library_reads_gpu(gpu_ok);
   op->recv.library_reads_gpu(gpu_ok);
   return op;
@@ -616,20 +634,41 @@ std::shared_ptr<CollectiveOp> new_op(const char *blocking, const char *nonblocki
 
 bool needed(const CollectiveOp &op) { return op.send.used() || op.recv.used(); }
 
-int load(CollectiveOp &op) {
+// Before the library's call: the send blocks packed (or regions copied in). A persistent
+// init packs nothing: each start does (start_collective).
+int load(CollectiveOp &op, const Issue &how = Issue{}) {
+  if (how.persistent) return MPI_SUCCESS;
   if (const int err = op.send.load(op.comm, op.call)) return err;
   return op.recv.load(op.comm, op.call);
 }
 
 // After the library's call returned `err`: a blocking call finishes now; a nonblocking
-// one is tracked so that the completion call that completes it finishes it.
-int conclude(std::shared_ptr<CollectiveOp> op, int err, MPI_Request *request) {
-  if (!request) return err != MPI_SUCCESS ? err : finish_collective(*op, err);
+// one is tracked so that the completion call that completes it finishes it; a persistent
+// one is tracked, inactive, until MPI_Request_free (persistent.hpp).
+int conclude(std::shared_ptr<CollectiveOp> op, int err, const Issue &how) {
+  if (!how.request) return err != MPI_SUCCESS ? err : finish_collective(*op, err);
   if (err != MPI_SUCCESS) return err;
   auto p = std::make_unique<Pending>();
+  if (how.persistent) {
+    op->finished = true;  // nothing to unpack before the first start
+    auto persistent = std::make_shared<PersistentOp>();
+    persistent->call = op->call;
+    persistent->comm = op->comm;
+    persistent->restart = std::move(how.init->restart);
+    if (const int e = persistent_handle(op->comm, op->call, how.request)) return e;
+    how.init->made = true;
+    p->persistent = std::move(persistent);
+  }
   p->coll = std::move(op);
-  requests().add(*request, std::move(p));
+  requests().add(*how.request, std::move(p));
   return MPI_SUCCESS;
+}
+
+// A call that TEMPI leaves to the library as it is (no GPU side used): its persistent
+// form is still TEMPI's (each start issues the library's nonblocking call), since the
+// library's own persistent collectives are not to be trusted (docs/using.md).
+int untouched(std::shared_ptr<CollectiveOp> op, int err, const Issue &how) {
+  return how.persistent ? conclude(std::move(op), err, how) : err;
 }
 
 void *mutable_buf(const void *p) { return const_cast<void *>(p); }
@@ -644,36 +683,40 @@ int plan_typed(Side &s, const void *buf, int count, MPI_Datatype type, bool stor
 
 // ---- rooted ------------------------------------------------------------------------------
 
-int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *request) {
+int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](void *b, int c, MPI_Datatype t) {
-    return request ? TEMPI_NEXT(MPI_Ibcast)(b, c, t, root, comm, request) : TEMPI_NEXT(MPI_Bcast)(b, c, t, root, comm);
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ibcast)(b, c, t, root, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Ibcast)(b, c, t, root, comm, request) : TEMPI_NEXT(MPI_Bcast)(b, c, t, root, comm);
   };
   Group g;
   Role role;
   if (!gpu_data(buf) || !group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
     return next(buf, count, type);
-  auto op = new_op("MPI_Bcast", "MPI_Ibcast", comm, request);
+  auto op = new_op("MPI_Bcast", "MPI_Ibcast", comm, how);
   const bool sends = role == Role::Root;
   Side &s = sends ? op->send : op->recv;
   if (const int err = s.plan(buf, single(count, type, sends, !sends), false, comm, op->call)) return err;
-  if (!needed(*op)) return next(buf, count, type);
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return untouched(op, next(buf, count, type), how);
+  if (const int err = load(*op, how)) return err;
   Wire &w = sends ? op->swire : op->rwire;
   if (const int err = wire_uniform(s, count, type, *op, w)) return err;
-  return conclude(op, next(s.library_buffer(buf), w.count, w.unit), request);
+  return conclude(op, next(s.library_buffer(buf), w.count, w.unit), how);
 }
 
 int gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
-           MPI_Comm comm, MPI_Request *request) {
+           MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return request ? TEMPI_NEXT(MPI_Igather)(s, sc, st, r, rc, rt, root, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Igather)(s, sc, st, r, rc, rt, root, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Igather)(s, sc, st, r, rc, rt, root, comm, request)
                    : TEMPI_NEXT(MPI_Gather)(s, sc, st, r, rc, rt, root, comm);
   };
   Group g;
   Role role;
   if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
     return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  auto op = new_op("MPI_Gather", "MPI_Igather", comm, request);
+  auto op = new_op("MPI_Gather", "MPI_Igather", comm, how);
   const bool in_place = sbuf == MPI_IN_PLACE;
   const bool sends = !g.inter || role == Role::Leaf;
   if (sends && gpu_data(sbuf))
@@ -684,27 +727,29 @@ int gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rco
     if (in_place && !g.inter) blocks[size_t(g.rank)].store = false;  // the root's own block stays where it is
     if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
   }
-  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
+  if (const int err = load(*op, how)) return err;
   Wire &sw = op->swire, &rw = op->rwire;
   if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
   if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
   return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
                            rw.unit),
-                  request);
+                  how);
 }
 
 int gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
-            MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *request) {
+            MPI_Datatype rtype, int root, MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *rd, MPI_Datatype rt) {
-    return request ? TEMPI_NEXT(MPI_Igatherv)(s, sc, st, r, rc, rd, rt, root, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Igatherv)(s, sc, st, r, rc, rd, rt, root, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Igatherv)(s, sc, st, r, rc, rd, rt, root, comm, request)
                    : TEMPI_NEXT(MPI_Gatherv)(s, sc, st, r, rc, rd, rt, root, comm);
   };
   Group g;
   Role role;
   if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
     return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
-  auto op = new_op("MPI_Gatherv", "MPI_Igatherv", comm, request);
+  auto op = new_op("MPI_Gatherv", "MPI_Igatherv", comm, how);
   const bool in_place = sbuf == MPI_IN_PLACE;
   const bool sends = !g.inter || role == Role::Leaf;
   if (sends && gpu_data(sbuf))
@@ -716,28 +761,30 @@ int gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const 
     if (in_place && !g.inter) blocks[size_t(g.rank)].store = false;
     if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
   }
-  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcounts, displs, rtype), how);
+  if (const int err = load(*op, how)) return err;
   Wire &sw = op->swire;
   VArgs r;
   if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
   if (const int err = wire_varying(op->recv, rcounts, displs, rtype, *op, op->rwire, r)) return err;
   return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), r.counts,
                            r.displs, r.type),
-                  request);
+                  how);
 }
 
 int scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
-            MPI_Comm comm, MPI_Request *request) {
+            MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return request ? TEMPI_NEXT(MPI_Iscatter)(s, sc, st, r, rc, rt, root, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iscatter)(s, sc, st, r, rc, rt, root, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Iscatter)(s, sc, st, r, rc, rt, root, comm, request)
                    : TEMPI_NEXT(MPI_Scatter)(s, sc, st, r, rc, rt, root, comm);
   };
   Group g;
   Role role;
   if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
     return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  auto op = new_op("MPI_Scatter", "MPI_Iscatter", comm, request);
+  auto op = new_op("MPI_Scatter", "MPI_Iscatter", comm, how);
   const bool in_place = rbuf == MPI_IN_PLACE;
   const bool receives = !g.inter || role == Role::Leaf;
   if (role == Role::Root && gpu_data(sbuf)) {
@@ -747,27 +794,29 @@ int scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rc
   }
   if (receives && gpu_data(rbuf))
     if (const int err = op->recv.plan(rbuf, single(rcount, rtype, false, true), false, comm, op->call)) return err;
-  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
+  if (const int err = load(*op, how)) return err;
   Wire &sw = op->swire, &rw = op->rwire;
   if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
   if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
   return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
                            rw.unit),
-                  request);
+                  how);
 }
 
 int scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void *rbuf, int rcount,
-             MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *request) {
+             MPI_Datatype rtype, int root, MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return request ? TEMPI_NEXT(MPI_Iscatterv)(s, sc, sd, st, r, rc, rt, root, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iscatterv)(s, sc, sd, st, r, rc, rt, root, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Iscatterv)(s, sc, sd, st, r, rc, rt, root, comm, request)
                    : TEMPI_NEXT(MPI_Scatterv)(s, sc, sd, st, r, rc, rt, root, comm);
   };
   Group g;
   Role role;
   if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
     return next(sbuf, scounts, displs, stype, rbuf, rcount, rtype);
-  auto op = new_op("MPI_Scatterv", "MPI_Iscatterv", comm, request);
+  auto op = new_op("MPI_Scatterv", "MPI_Iscatterv", comm, how);
   const bool in_place = rbuf == MPI_IN_PLACE;
   const bool receives = !g.inter || role == Role::Leaf;
   if (role == Role::Root && gpu_data(sbuf)) {
@@ -778,33 +827,35 @@ int scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Data
   }
   if (receives && gpu_data(rbuf))
     if (const int err = op->recv.plan(rbuf, single(rcount, rtype, false, true), false, comm, op->call)) return err;
-  if (!needed(*op)) return next(sbuf, scounts, displs, stype, rbuf, rcount, rtype);
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return untouched(op, next(sbuf, scounts, displs, stype, rbuf, rcount, rtype), how);
+  if (const int err = load(*op, how)) return err;
   VArgs s;
   Wire &rw = op->rwire;
   if (const int err = wire_varying(op->send, scounts, displs, stype, *op, op->swire, s)) return err;
   if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
   return conclude(op, next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type, op->recv.library_buffer(rbuf),
                            rw.count, rw.unit),
-                  request);
+                  how);
 }
 
 namespace {
 // The v-variants under the name of the call the application made (errors and logs).
 int alltoallv_as(const char *name, const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
                  void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
-                 MPI_Request *request);
+                 Issue how);
 int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[], const int sdispls[],
                           MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
-                          MPI_Comm comm, MPI_Request *request);
+                          MPI_Comm comm, Issue how);
 }  // namespace
 
 // ---- all to all --------------------------------------------------------------------------
 
 int allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-              MPI_Comm comm, MPI_Request *request) {
+              MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return request ? TEMPI_NEXT(MPI_Iallgather)(s, sc, st, r, rc, rt, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iallgather)(s, sc, st, r, rc, rt, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Iallgather)(s, sc, st, r, rc, rt, comm, request)
                    : TEMPI_NEXT(MPI_Allgather)(s, sc, st, r, rc, rt, comm);
   };
   Group g;
@@ -817,7 +868,7 @@ int allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int 
     return alltoallv_as("MPI_Allgather", sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, r.counts.data(),
                         r.displs.data(), r.type, comm, nullptr);
   }
-  auto op = new_op("MPI_Allgather", "MPI_Iallgather", comm, request);
+  auto op = new_op("MPI_Allgather", "MPI_Iallgather", comm, how);
   if (!in_place && gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
       return err;
@@ -826,20 +877,22 @@ int allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int 
     if (in_place && !g.inter) blocks[size_t(g.rank)] = {blocks[size_t(g.rank)].disp, rcount, rtype, true, false};
     if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
   }
-  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
+  if (const int err = load(*op, how)) return err;
   Wire &sw = op->swire, &rw = op->rwire;
   if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
   if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
   return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
                            rw.unit),
-                  request);
+                  how);
 }
 
 int allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
-               MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request) {
+               MPI_Datatype rtype, MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *rd, MPI_Datatype rt) {
-    return request ? TEMPI_NEXT(MPI_Iallgatherv)(s, sc, st, r, rc, rd, rt, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iallgatherv)(s, sc, st, r, rc, rd, rt, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Iallgatherv)(s, sc, st, r, rc, rd, rt, comm, request)
                    : TEMPI_NEXT(MPI_Allgatherv)(s, sc, st, r, rc, rd, rt, comm);
   };
   Group g;
@@ -853,7 +906,7 @@ int allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, con
     return alltoallv_as("MPI_Allgatherv", sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, rcounts, displs,
                         rtype, comm, nullptr);
   }
-  auto op = new_op("MPI_Allgatherv", "MPI_Iallgatherv", comm, request);
+  auto op = new_op("MPI_Allgatherv", "MPI_Iallgatherv", comm, how);
   if (!in_place && gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
       return err;
@@ -866,21 +919,23 @@ int allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, con
     }
     if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
   }
-  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcounts, displs, rtype), how);
+  if (const int err = load(*op, how)) return err;
   Wire &sw = op->swire;
   VArgs r;
   if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
   if (const int err = wire_varying(op->recv, rcounts, displs, rtype, *op, op->rwire, r)) return err;
   return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), r.counts,
                            r.displs, r.type),
-                  request);
+                  how);
 }
 
 int alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-             MPI_Comm comm, MPI_Request *request) {
+             MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return request ? TEMPI_NEXT(MPI_Ialltoall)(s, sc, st, r, rc, rt, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ialltoall)(s, sc, st, r, rc, rt, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Ialltoall)(s, sc, st, r, rc, rt, comm, request)
                    : TEMPI_NEXT(MPI_Alltoall)(s, sc, st, r, rc, rt, comm);
   };
   Group g;
@@ -893,7 +948,7 @@ int alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int r
     return alltoallv_as("MPI_Alltoall", sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, r.counts.data(),
                         r.displs.data(), r.type, comm, nullptr);
   }
-  auto op = new_op("MPI_Alltoall", "MPI_Ialltoall", comm, request);
+  auto op = new_op("MPI_Alltoall", "MPI_Ialltoall", comm, how);
   if (!in_place && gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), uniform(g.peers(), scount, stype, true, false), false, comm,
                                       op->call))
@@ -901,34 +956,38 @@ int alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int r
   if (gpu_data(rbuf))
     if (const int err = op->recv.plan(rbuf, uniform(g.peers(), rcount, rtype, in_place, true), false, comm, op->call))
       return err;
-  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
+  if (const int err = load(*op, how)) return err;
   Wire &sw = op->swire, &rw = op->rwire;
   if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
   if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
   return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
                            rw.unit),
-                  request);
+                  how);
 }
 
 int alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
-              const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request) {
-  return alltoallv_as(request ? "MPI_Ialltoallv" : "MPI_Alltoallv", sbuf, scounts, sdispls, stype, rbuf, rcounts,
-                      rdispls, rtype, comm, request);
+              const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
+  const char *name = how.persistent ? "MPI_Alltoallv_init" : request ? "MPI_Ialltoallv" : "MPI_Alltoallv";
+  return alltoallv_as(name, sbuf, scounts, sdispls, stype, rbuf, rcounts,
+                      rdispls, rtype, comm, how);
 }
 
 namespace {
 int alltoallv_as(const char *name, const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
                  void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
-                 MPI_Request *request) {
+                 Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, const int *rc,
                   const int *rd, MPI_Datatype rt) {
-    return request ? TEMPI_NEXT(MPI_Ialltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ialltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Ialltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, request)
                    : TEMPI_NEXT(MPI_Alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm);
   };
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
-  auto op = new_op(name, name, comm, request);
+  auto op = new_op(name, name, comm, how);
   const bool in_place = sbuf == MPI_IN_PLACE;
   const bool sgpu = !in_place && gpu_data(sbuf), rgpu = gpu_data(rbuf);
   std::vector<Block> sblocks, rblocks;
@@ -948,30 +1007,32 @@ int alltoallv_as(const char *name, const void *sbuf, const int scounts[], const 
     if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
   if (rgpu)
     if (const int err = op->recv.plan(rbuf, std::move(rblocks), false, comm, op->call)) return err;
-  if (!needed(*op)) return zc.finish(next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype));
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return zc.finish(untouched(op, next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype), how));
+  if (const int err = load(*op, how)) return err;
   VArgs s, r;
   if (const int err = wire_varying(op->send, scounts, sdispls, stype, *op, op->swire, s)) return err;
   if (const int err = wire_varying(op->recv, rcounts, rdispls, rtype, *op, op->rwire, r)) return err;
   return zc.finish(conclude(op,
                             next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type,
                                  op->recv.library_buffer(rbuf), r.counts, r.displs, r.type),
-                            request));
+                            how));
 }
 
 }  // namespace
 
 int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[], void *rbuf,
               const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
-              MPI_Request *request) {
+              Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, const int *sc, const int *sd, const MPI_Datatype *st, void *r, const int *rc,
                   const int *rd, const MPI_Datatype *rt) {
-    return request ? TEMPI_NEXT(MPI_Ialltoallw)(s, sc, sd, st, r, rc, rd, rt, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ialltoallw)(s, sc, sd, st, r, rc, rd, rt, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Ialltoallw)(s, sc, sd, st, r, rc, rd, rt, comm, request)
                    : TEMPI_NEXT(MPI_Alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm);
   };
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
-  auto op = new_op("MPI_Alltoallw", "MPI_Ialltoallw", comm, request);
+  auto op = new_op("MPI_Alltoallw", "MPI_Ialltoallw", comm, how);
   const bool in_place = sbuf == MPI_IN_PLACE;
   const bool sgpu = !in_place && gpu_data(sbuf), rgpu = gpu_data(rbuf);
   std::vector<Block> sblocks, rblocks;
@@ -991,15 +1052,15 @@ int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const 
     if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
   if (rgpu)
     if (const int err = op->recv.plan(rbuf, std::move(rblocks), false, comm, op->call)) return err;
-  if (!needed(*op)) return zc.finish(next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes));
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return zc.finish(untouched(op, next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes), how));
+  if (const int err = load(*op, how)) return err;
   WArgs<int> s, r;
   if (const int err = wire_typed(op->send, scounts, sdispls, stypes, *op, op->swire, op->swire.displs, s)) return err;
   if (const int err = wire_typed(op->recv, rcounts, rdispls, rtypes, *op, op->rwire, op->rwire.displs, r)) return err;
   return zc.finish(conclude(op,
                             next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types,
                                  op->recv.library_buffer(rbuf), r.counts, r.displs, r.types),
-                            request));
+                            how));
 }
 
 // ---- neighbourhoods ----------------------------------------------------------------------
@@ -1046,9 +1107,11 @@ bool distinct_neighbours(MPI_Comm comm, const std::vector<int> &sources, const s
 }  // namespace
 
 int neighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-                       MPI_Comm comm, MPI_Request *request) {
+                       MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return request ? TEMPI_NEXT(MPI_Ineighbor_allgather)(s, sc, st, r, rc, rt, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ineighbor_allgather)(s, sc, st, r, rc, rt, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Ineighbor_allgather)(s, sc, st, r, rc, rt, comm, request)
                    : TEMPI_NEXT(MPI_Neighbor_allgather)(s, sc, st, r, rc, rt, comm);
   };
   std::vector<int> sources, dests;
@@ -1061,7 +1124,7 @@ int neighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
     return neighbor_alltoallv_as(name, sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, r.counts.data(),
                                  r.displs.data(), r.type, comm, nullptr);
   }
-  auto op = new_op("MPI_Neighbor_allgather", "MPI_Ineighbor_allgather", comm, request);
+  auto op = new_op("MPI_Neighbor_allgather", "MPI_Ineighbor_allgather", comm, how);
   if (gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
       return err;
@@ -1070,20 +1133,22 @@ int neighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
     skip_null_peers(blocks, sources);
     if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
   }
-  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
+  if (const int err = load(*op, how)) return err;
   Wire &sw = op->swire, &rw = op->rwire;
   if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
   if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
   return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
                            rw.unit),
-                  request);
+                  how);
 }
 
 int neighbor_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
-                        const int displs[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request) {
+                        const int displs[], MPI_Datatype rtype, MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *rd, MPI_Datatype rt) {
-    return request ? TEMPI_NEXT(MPI_Ineighbor_allgatherv)(s, sc, st, r, rc, rd, rt, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ineighbor_allgatherv)(s, sc, st, r, rc, rd, rt, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Ineighbor_allgatherv)(s, sc, st, r, rc, rd, rt, comm, request)
                    : TEMPI_NEXT(MPI_Neighbor_allgatherv)(s, sc, st, r, rc, rd, rt, comm);
   };
   std::vector<int> sources, dests;
@@ -1097,7 +1162,7 @@ int neighbor_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *
     return neighbor_alltoallv_as(name, sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, rcounts, displs, rtype,
                                  comm, nullptr);
   }
-  auto op = new_op("MPI_Neighbor_allgatherv", "MPI_Ineighbor_allgatherv", comm, request);
+  auto op = new_op("MPI_Neighbor_allgatherv", "MPI_Ineighbor_allgatherv", comm, how);
   if (gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
       return err;
@@ -1108,21 +1173,23 @@ int neighbor_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *
     skip_null_peers(blocks, sources);
     if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
   }
-  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcounts, displs, rtype), how);
+  if (const int err = load(*op, how)) return err;
   Wire &sw = op->swire;
   VArgs r;
   if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
   if (const int err = wire_varying(op->recv, rcounts, displs, rtype, *op, op->rwire, r)) return err;
   return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), r.counts,
                            r.displs, r.type),
-                  request);
+                  how);
 }
 
 int neighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-                      MPI_Comm comm, MPI_Request *request) {
+                      MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return request ? TEMPI_NEXT(MPI_Ineighbor_alltoall)(s, sc, st, r, rc, rt, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ineighbor_alltoall)(s, sc, st, r, rc, rt, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Ineighbor_alltoall)(s, sc, st, r, rc, rt, comm, request)
                    : TEMPI_NEXT(MPI_Neighbor_alltoall)(s, sc, st, r, rc, rt, comm);
   };
   std::vector<int> sources, dests;
@@ -1135,7 +1202,7 @@ int neighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rb
     return neighbor_alltoallv_as(name, sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, r.counts.data(),
                                  r.displs.data(), r.type, comm, nullptr);
   }
-  auto op = new_op("MPI_Neighbor_alltoall", "MPI_Ineighbor_alltoall", comm, request);
+  auto op = new_op("MPI_Neighbor_alltoall", "MPI_Ineighbor_alltoall", comm, how);
   if (gpu_data(sbuf)) {
     std::vector<Block> blocks = uniform(int(dests.size()), scount, stype, true, false);
     skip_null_peers(blocks, dests);
@@ -1146,37 +1213,43 @@ int neighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rb
     skip_null_peers(blocks, sources);
     if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
   }
-  if (!needed(*op)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
+  if (const int err = load(*op, how)) return err;
   Wire &sw = op->swire, &rw = op->rwire;
   if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
   if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
   return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
                            rw.unit),
-                  request);
+                  how);
 }
 
 int neighbor_alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
                        const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
-                       MPI_Request *request) {
-  return neighbor_alltoallv_as(request ? "MPI_Ineighbor_alltoallv" : "MPI_Neighbor_alltoallv", sbuf, scounts, sdispls,
-                               stype, rbuf, rcounts, rdispls, rtype, comm, request);
+                       Issue how) {
+  MPI_Request *const request = how.request;
+  const char *name = how.persistent ? "MPI_Neighbor_alltoallv_init"
+                     : request      ? "MPI_Ineighbor_alltoallv"
+                                    : "MPI_Neighbor_alltoallv";
+  return neighbor_alltoallv_as(name, sbuf, scounts, sdispls,
+                               stype, rbuf, rcounts, rdispls, rtype, comm, how);
 }
 
 namespace {
 int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[], const int sdispls[],
                           MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
-                          MPI_Comm comm, MPI_Request *request) {
+                          MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, const int *rc,
                   const int *rd, MPI_Datatype rt) {
-    return request ? TEMPI_NEXT(MPI_Ineighbor_alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ineighbor_alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Ineighbor_alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, request)
                    : TEMPI_NEXT(MPI_Neighbor_alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm);
   };
   std::vector<int> sources, dests;
   bool cartesian = false;
   if (!neighbourhood(comm, sources, dests, &cartesian))
     return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
-  auto op = new_op(name, name, comm, request);
+  auto op = new_op(name, name, comm, how);
   const bool sgpu = gpu_data(sbuf), rgpu = gpu_data(rbuf);
   std::vector<Block> sblocks, rblocks;
   if (sgpu) {
@@ -1198,32 +1271,34 @@ int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[
     if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
   if (rgpu)
     if (const int err = op->recv.plan(rbuf, std::move(rblocks), false, comm, op->call)) return err;
-  if (!needed(*op)) return zc.finish(next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype));
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return zc.finish(untouched(op, next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype), how));
+  if (const int err = load(*op, how)) return err;
   VArgs s, r;
   if (const int err = wire_varying(op->send, scounts, sdispls, stype, *op, op->swire, s)) return err;
   if (const int err = wire_varying(op->recv, rcounts, rdispls, rtype, *op, op->rwire, r)) return err;
   return zc.finish(conclude(op,
                             next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type,
                                  op->recv.library_buffer(rbuf), r.counts, r.displs, r.type),
-                            request));
+                            how));
 }
 
 }  // namespace
 
 int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdispls[], const MPI_Datatype stypes[],
                        void *rbuf, const int rcounts[], const MPI_Aint rdispls[], const MPI_Datatype rtypes[],
-                       MPI_Comm comm, MPI_Request *request) {
+                       MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, const int *sc, const MPI_Aint *sd, const MPI_Datatype *st, void *r, const int *rc,
                   const MPI_Aint *rd, const MPI_Datatype *rt) {
-    return request ? TEMPI_NEXT(MPI_Ineighbor_alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ineighbor_alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Ineighbor_alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm, request)
                    : TEMPI_NEXT(MPI_Neighbor_alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm);
   };
   std::vector<int> sources, dests;
   bool cartesian = false;
   if (!neighbourhood(comm, sources, dests, &cartesian))
     return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
-  auto op = new_op("MPI_Neighbor_alltoallw", "MPI_Ineighbor_alltoallw", comm, request);
+  auto op = new_op("MPI_Neighbor_alltoallw", "MPI_Ineighbor_alltoallw", comm, how);
   const bool sgpu = gpu_data(sbuf), rgpu = gpu_data(rbuf);
   std::vector<Block> sblocks, rblocks;
   if (sgpu) {
@@ -1245,8 +1320,8 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
     if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
   if (rgpu)
     if (const int err = op->recv.plan(rbuf, std::move(rblocks), false, comm, op->call)) return err;
-  if (!needed(*op)) return zc.finish(next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes));
-  if (const int err = load(*op)) return err;
+  if (!needed(*op)) return zc.finish(untouched(op, next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes), how));
+  if (const int err = load(*op, how)) return err;
   // MPICH before 4.1 reads the count arrays of MPI_Neighbor_alltoallw with the other
   // direction's degree (pmodels/mpich#6233): TEMPI's arrays hold max(indegree, outdegree).
   const size_t room = std::max(sources.size(), dests.size());
@@ -1258,54 +1333,60 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
   return zc.finish(conclude(op,
                             next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types,
                                  op->recv.library_buffer(rbuf), r.counts, r.displs, r.types),
-                            request));
+                            how));
 }
 
 // ---- reductions --------------------------------------------------------------------------
 
 int reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_op, int root, MPI_Comm comm,
-           MPI_Request *request) {
+           Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, void *r) {
-    return request ? TEMPI_NEXT(MPI_Ireduce)(s, r, count, type, mpi_op, root, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ireduce)(s, r, count, type, mpi_op, root, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Ireduce)(s, r, count, type, mpi_op, root, comm, request)
                    : TEMPI_NEXT(MPI_Reduce)(s, r, count, type, mpi_op, root, comm);
   };
   Group g;
   Role role;
   if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None) return next(sbuf, rbuf);
-  auto op = new_op("MPI_Reduce", "MPI_Ireduce", comm, request);
+  auto op = new_op("MPI_Reduce", "MPI_Ireduce", comm, how);
   const bool sends = g.inter ? role == Role::Leaf : !(role == Role::Root && sbuf == MPI_IN_PLACE);
   if (sends)
     if (const int err = plan_typed(op->send, sbuf, count, type, false, *op)) return err;
   if (role == Role::Root)
     if (const int err = plan_typed(op->recv, rbuf, count, type, true, *op)) return err;
-  if (!needed(*op)) return next(sbuf, rbuf);
-  if (const int err = load(*op)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), request);
+  if (!needed(*op)) return untouched(op, next(sbuf, rbuf), how);
+  if (const int err = load(*op, how)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), how);
 }
 
 int allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
-              MPI_Request *request) {
+              Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, void *r) {
-    return request ? TEMPI_NEXT(MPI_Iallreduce)(s, r, count, type, mpi_op, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iallreduce)(s, r, count, type, mpi_op, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Iallreduce)(s, r, count, type, mpi_op, comm, request)
                    : TEMPI_NEXT(MPI_Allreduce)(s, r, count, type, mpi_op, comm);
   };
-  auto op = new_op("MPI_Allreduce", "MPI_Iallreduce", comm, request);
+  auto op = new_op("MPI_Allreduce", "MPI_Iallreduce", comm, how);
   if (const int err = plan_typed(op->send, sbuf, count, type, false, *op)) return err;
   if (const int err = plan_typed(op->recv, rbuf, count, type, true, *op)) return err;
-  if (!needed(*op)) return next(sbuf, rbuf);
-  if (const int err = load(*op)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), request);
+  if (!needed(*op)) return untouched(op, next(sbuf, rbuf), how);
+  if (const int err = load(*op, how)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), how);
 }
 
 int reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op mpi_op,
-                   MPI_Comm comm, MPI_Request *request) {
+                   MPI_Comm comm, Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, void *r) {
-    return request ? TEMPI_NEXT(MPI_Ireduce_scatter)(s, r, rcounts, type, mpi_op, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ireduce_scatter)(s, r, rcounts, type, mpi_op, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Ireduce_scatter)(s, r, rcounts, type, mpi_op, comm, request)
                    : TEMPI_NEXT(MPI_Reduce_scatter)(s, r, rcounts, type, mpi_op, comm);
   };
   Group g;
   if (!group_of(comm, g) || (!gpu_data(sbuf) && !gpu_data(rbuf))) return next(sbuf, rbuf);
-  auto op = new_op("MPI_Reduce_scatter", "MPI_Ireduce_scatter", comm, request);
+  auto op = new_op("MPI_Reduce_scatter", "MPI_Ireduce_scatter", comm, how);
   if (!rcounts) return null_array(comm, op->call, "recvcounts");
   int64_t total = 0;  // the input vector: every process's share (of the local group)
   for (int i = 0; i < g.size; ++i) {
@@ -1317,20 +1398,22 @@ int reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Dataty
   const bool in_place = sbuf == MPI_IN_PLACE;
   if (const int err = plan_typed(op->send, sbuf, int(total), type, false, *op)) return err;
   if (const int err = plan_typed(op->recv, rbuf, in_place ? int(total) : rcounts[g.rank], type, true, *op)) return err;
-  if (!needed(*op)) return next(sbuf, rbuf);
-  if (const int err = load(*op)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), request);
+  if (!needed(*op)) return untouched(op, next(sbuf, rbuf), how);
+  if (const int err = load(*op, how)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), how);
 }
 
 int reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
-                         MPI_Request *request) {
+                         Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, void *r) {
-    return request ? TEMPI_NEXT(MPI_Ireduce_scatter_block)(s, r, rcount, type, mpi_op, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ireduce_scatter_block)(s, r, rcount, type, mpi_op, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Ireduce_scatter_block)(s, r, rcount, type, mpi_op, comm, request)
                    : TEMPI_NEXT(MPI_Reduce_scatter_block)(s, r, rcount, type, mpi_op, comm);
   };
   Group g;
   if (!group_of(comm, g) || (!gpu_data(sbuf) && !gpu_data(rbuf))) return next(sbuf, rbuf);
-  auto op = new_op("MPI_Reduce_scatter_block", "MPI_Ireduce_scatter_block", comm, request);
+  auto op = new_op("MPI_Reduce_scatter_block", "MPI_Ireduce_scatter_block", comm, how);
   if (rcount < 0) return raise_error(comm, MPI_ERR_COUNT, "%s: negative count %d", op->call, rcount);
   const int64_t total = int64_t(rcount) * g.size;
   if (total > INT_MAX)
@@ -1338,37 +1421,41 @@ int reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype 
   const bool in_place = sbuf == MPI_IN_PLACE;
   if (const int err = plan_typed(op->send, sbuf, int(total), type, false, *op)) return err;
   if (const int err = plan_typed(op->recv, rbuf, in_place ? int(total) : rcount, type, true, *op)) return err;
-  if (!needed(*op)) return next(sbuf, rbuf);
-  if (const int err = load(*op)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), request);
+  if (!needed(*op)) return untouched(op, next(sbuf, rbuf), how);
+  if (const int err = load(*op, how)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), how);
 }
 
 int scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
-         MPI_Request *request) {
+         Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, void *r) {
-    return request ? TEMPI_NEXT(MPI_Iscan)(s, r, count, type, mpi_op, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iscan)(s, r, count, type, mpi_op, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Iscan)(s, r, count, type, mpi_op, comm, request)
                    : TEMPI_NEXT(MPI_Scan)(s, r, count, type, mpi_op, comm);
   };
-  auto op = new_op("MPI_Scan", "MPI_Iscan", comm, request);
+  auto op = new_op("MPI_Scan", "MPI_Iscan", comm, how);
   if (const int err = plan_typed(op->send, sbuf, count, type, false, *op)) return err;
   if (const int err = plan_typed(op->recv, rbuf, count, type, true, *op)) return err;
-  if (!needed(*op)) return next(sbuf, rbuf);
-  if (const int err = load(*op)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), request);
+  if (!needed(*op)) return untouched(op, next(sbuf, rbuf), how);
+  if (const int err = load(*op, how)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), how);
 }
 
 int exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
-           MPI_Request *request) {
+           Issue how) {
+  MPI_Request *const request = how.request;
   auto next = [&](const void *s, void *r) {
-    return request ? TEMPI_NEXT(MPI_Iexscan)(s, r, count, type, mpi_op, comm, request)
+    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iexscan)(s, r, count, type, mpi_op, comm, lib); })
+         : request    ? TEMPI_NEXT(MPI_Iexscan)(s, r, count, type, mpi_op, comm, request)
                    : TEMPI_NEXT(MPI_Exscan)(s, r, count, type, mpi_op, comm);
   };
-  auto op = new_op("MPI_Exscan", "MPI_Iexscan", comm, request);
+  auto op = new_op("MPI_Exscan", "MPI_Iexscan", comm, how);
   if (const int err = plan_typed(op->send, sbuf, count, type, false, *op)) return err;
   if (const int err = plan_typed(op->recv, rbuf, count, type, true, *op)) return err;
-  if (!needed(*op)) return next(sbuf, rbuf);
-  if (const int err = load(*op)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), request);
+  if (!needed(*op)) return untouched(op, next(sbuf, rbuf), how);
+  if (const int err = load(*op, how)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), op->recv.library_buffer(rbuf)), how);
 }
 
 int reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype type, MPI_Op mpi_op) {
@@ -1383,5 +1470,13 @@ int reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype type
 }
 
 }  // namespace coll
+
+int persistent_made(int err, Issue::Init &init, MPI_Comm comm, const char *call, MPI_Request *request) {
+  if (err != MPI_SUCCESS || init.made) return err;
+  auto op = std::make_shared<CollectiveOp>();  // no side of TEMPI's: the application's arguments
+  op->call = call;
+  op->comm = comm;
+  return coll::conclude(std::move(op), MPI_SUCCESS, Issue::persistent_init(request, &init));
+}
 
 }  // namespace tempi

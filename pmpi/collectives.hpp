@@ -28,6 +28,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -154,55 +155,90 @@ int finish_collectives(std::vector<CollectiveFinishing> &batch);
 // Whether a buffer argument holds GPU data (device or managed memory; never MPI_IN_PLACE).
 bool gpu_data(const void *buf);
 
-// The handlers. `request` null: the blocking call; else the nonblocking one, whose
-// request is tracked for completion. Each runs the library's call exactly once.
+// How a handler issues the library's call: blocking (`request` null), nonblocking, or an
+// MPI-4 persistent init (`persistent`): then the handler plans and takes staging once and
+// keeps, instead of calling the library, how to issue the library's nonblocking call on
+// the staging (Init::restart), which every MPI_Start runs (persistent.hpp).
+struct Issue {
+  // A persistent init's outcome, owned by the wrapper: the restart, and whether the
+  // handler made the request; where it did not (it left the call to the library before
+  // planning anything), persistent_made makes it.
+  struct Init {
+    std::function<int(MPI_Request *)> restart;
+    bool made = false;
+  };
+  Issue(MPI_Request *r = nullptr) : request(r) {}  // the blocking and nonblocking calls
+  static Issue persistent_init(MPI_Request *r, Init *init) {
+    Issue i(r);
+    i.persistent = true;
+    i.init = init;
+    return i;
+  }
+  int keep(std::function<int(MPI_Request *)> f) const {
+    init->restart = std::move(f);
+    return MPI_SUCCESS;
+  }
+  MPI_Request *request = nullptr;
+  bool persistent = false;
+  Init *init = nullptr;
+};
+
+// After a handler ran a persistent init that returned `err`: makes the request where the
+// handler did not. Returns an MPI error code.
+int persistent_made(int err, Issue::Init &init, MPI_Comm comm, const char *call, MPI_Request *request);
+
+// Before the library's MPI_Start of a persistent collective: the send blocks' current
+// data packed (or regions copied in), and the receive side marked unfinished.
+int start_collective(CollectiveOp &op);
+
+// The handlers (see Issue). Each runs the library's call exactly once.
 namespace coll {
 
-int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *request);
+int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, Issue how);
 int gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
-           MPI_Comm comm, MPI_Request *request);
+           MPI_Comm comm, Issue how);
 int gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
-            MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *request);
+            MPI_Datatype rtype, int root, MPI_Comm comm, Issue how);
 int scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
-            MPI_Comm comm, MPI_Request *request);
+            MPI_Comm comm, Issue how);
 int scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void *rbuf, int rcount,
-             MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *request);
+             MPI_Datatype rtype, int root, MPI_Comm comm, Issue how);
 int allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-              MPI_Comm comm, MPI_Request *request);
+              MPI_Comm comm, Issue how);
 int allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
-               MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request);
+               MPI_Datatype rtype, MPI_Comm comm, Issue how);
 int alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-             MPI_Comm comm, MPI_Request *request);
+             MPI_Comm comm, Issue how);
 int alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
-              const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request);
+              const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm, Issue how);
 int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[], void *rbuf,
               const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
-              MPI_Request *request);
+              Issue how);
 int neighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-                       MPI_Comm comm, MPI_Request *request);
+                       MPI_Comm comm, Issue how);
 int neighbor_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
-                        const int displs[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request);
+                        const int displs[], MPI_Datatype rtype, MPI_Comm comm, Issue how);
 int neighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-                      MPI_Comm comm, MPI_Request *request);
+                      MPI_Comm comm, Issue how);
 int neighbor_alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
                        const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
-                       MPI_Request *request);
+                       Issue how);
 int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdispls[], const MPI_Datatype stypes[],
                        void *rbuf, const int rcounts[], const MPI_Aint rdispls[], const MPI_Datatype rtypes[],
-                       MPI_Comm comm, MPI_Request *request);
+                       MPI_Comm comm, Issue how);
 
 // Reductions: staged through host copies, on every library (see above).
 int reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
-           MPI_Request *request);
+           Issue how);
 int allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-              MPI_Request *request);
+              Issue how);
 int reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-                   MPI_Request *request);
+                   Issue how);
 int reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-                         MPI_Request *request);
-int scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *request);
+                         Issue how);
+int scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, Issue how);
 int exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-           MPI_Request *request);
+           Issue how);
 int reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype type, MPI_Op op);
 
 }  // namespace coll

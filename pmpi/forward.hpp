@@ -19,6 +19,9 @@
 // Both declared: TEMPI's own code may enter a wrapper (wrap_fortran_mpich.cpp, linked.cpp).
 #define TEMPI_WRAPPED(fn) extern "C" decltype(fn) __real_##fn, __wrap_##fn;
 #include "wrapped.def"
+#if MPI_VERSION >= 4
+#include "wrapped_mpi4.def"
+#endif
 #undef TEMPI_WRAPPED
 
 #elif defined(TEMPI_FORWARD_DLSYM)

@@ -28,6 +28,9 @@ extern "C" const char tempi_fortran_mpich_linked[];  // wrap_fortran_mpich.cpp
 #define TEMPI_WRAPPED(fn) reinterpret_cast<const void *>(&TEMPI_WRAPPER(fn)),
 extern "C" const void *const TEMPI_LINKED[] = {
 #include "wrapped.def"
+#if MPI_VERSION >= 4
+#include "wrapped_mpi4.def"
+#endif
 #if defined(TEMPI_FORTRAN_MPICH)
     tempi_fortran_mpich_linked,
 #endif

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives.hpp"
 #include "engine.hpp"
 #include "errors.hpp"
 #include "forward.hpp"
@@ -78,6 +79,11 @@ int prepare(std::vector<Starting> &ours) {
     Pending &p = *s.pending;
     if (!p.persistent) continue;
     PersistentOp &op = *p.persistent;
+    if (op.collective()) {  // its send blocks' current data packed, then the library's call
+      if (const int err = start_collective(*p.coll)) return err;
+      if (const int err = op.restart(&op.library)) return err;
+      continue;
+    }
     if (!op.is_send) {
       p.in.finished = false;
       if (p.in.after == Incoming::After::CopyBack) {
@@ -143,13 +149,50 @@ int persistent_start(int count, MPI_Request reqs[], bool all) {
   // (MPI's order): with sends queued, they are posted first.
   if (ours.size() < size_t(std::max(count, 0))) flush_sends();
   if (ours.empty()) return next();
+  // Persistent collectives start in prepare (their handles are TEMPI's): the library
+  // starts the others.
+  std::vector<MPI_Request> library;
+  for (int i = 0; i < count; ++i) {
+    auto s = std::find_if(ours.begin(), ours.end(), [&](const Starting &o) { return o.handle == reqs[i]; });
+    if (s == ours.end() || !s->pending->persistent || !s->pending->persistent->collective())
+      library.push_back(reqs[i]);
+  }
   int err = prepare(ours);
-  if (err == MPI_SUCCESS) err = next();
+  if (err == MPI_SUCCESS && !library.empty())
+    err = all ? TEMPI_NEXT(MPI_Startall)(int(library.size()), library.data()) : TEMPI_NEXT(MPI_Start)(library.data());
   for (Starting &s : ours) {
     if (err == MPI_SUCCESS && s.pending->persistent) s.pending->persistent->active = true;
     requests().add(s.handle, std::move(s.pending));
   }
   return err;
+}
+
+namespace {
+
+// The generalized request behind a persistent collective's handle: completed only when the
+// application frees the handle, so its status is never looked at.
+int query_empty(void *, MPI_Status *status) {
+  PMPI_Status_set_elements(status, MPI_BYTE, 0);
+  PMPI_Status_set_cancelled(status, 0);
+  status->MPI_SOURCE = MPI_UNDEFINED;
+  status->MPI_TAG = MPI_UNDEFINED;
+  return MPI_SUCCESS;
+}
+int free_nothing(void *) { return MPI_SUCCESS; }
+int cancel_nothing(void *, int) { return MPI_SUCCESS; }
+
+}  // namespace
+
+int persistent_handle(MPI_Comm comm, const char *call, MPI_Request *handle) {
+  const int err = PMPI_Grequest_start(query_empty, free_nothing, cancel_nothing, nullptr, handle);
+  if (err != MPI_SUCCESS) return raise_error(comm, err, "%s: cannot make the request's handle", call);
+  return MPI_SUCCESS;
+}
+
+int persistent_free_handle(MPI_Request *handle) {
+  const int err = PMPI_Grequest_complete(*handle);
+  if (err != MPI_SUCCESS) return err;
+  return TEMPI_NEXT(MPI_Request_free)(handle);
 }
 
 }  // namespace tempi

@@ -1,5 +1,6 @@
 // Persistent point-to-point requests on GPU buffers (MPI_Send_init, MPI_Ssend_init,
-// MPI_Bsend_init, MPI_Rsend_init, MPI_Recv_init; MPI_Start, MPI_Startall).
+// MPI_Bsend_init, MPI_Rsend_init, MPI_Recv_init; MPI_Start, MPI_Startall), and the start of
+// persistent collectives (PersistentOp::collective()).
 //
 // At init TEMPI decides once what every start does: plan, method and staging (plan_send /
 // prepare_recv, as for MPI_Send and MPI_Recv), and creates the MPI library's own persistent
@@ -19,11 +20,24 @@
 
 #include <mpi.h>
 
+#include <functional>
+
 #include "messages.hpp"
 
 namespace tempi {
 
 struct PersistentOp {
+  // A persistent collective (MPI-4 MPI_X_init on GPU buffers, collectives.hpp): the
+  // application's handle is a generalized request of TEMPI's that never completes while the
+  // request lives, each start issues the library's nonblocking collective on the staging
+  // (`restart`), and completion calls wait for that request (`library`) in its place. The
+  // library's own persistent collectives are not used: MPICH 4.0.2's returned wrong bytes on
+  // host buffers (a root's own block copied at init, not at start; wrong data at a second
+  // start of MPI_Allgather).
+  std::function<int(MPI_Request *)> restart;
+  MPI_Request library = MPI_REQUEST_NULL;
+  bool collective() const { return bool(restart); }
+
   bool is_send = false;
   bool active = false;  // started and not yet reported complete
   const char *call = "";
@@ -44,5 +58,11 @@ int persistent_recv_init(RecvInitFn next, const char *call, void *buf, int count
                          int tag, MPI_Comm comm, MPI_Request *request);
 // MPI_Start (all = false, count 1) and MPI_Startall.
 int persistent_start(int count, MPI_Request requests[], bool all);
+
+// The application's handle of a persistent collective: a generalized request that stays
+// incomplete until persistent_free_handle. Returns an MPI error code (raised on `comm`).
+int persistent_handle(MPI_Comm comm, const char *call, MPI_Request *handle);
+// MPI_Request_free of a persistent collective's handle: completes and frees it.
+int persistent_free_handle(MPI_Request *handle);
 
 }  // namespace tempi

@@ -22,6 +22,16 @@ bool ours_exchange(const void *a, const void *b, MPI_Comm comm) {
   return ours(a, b) || (active() && zero_copy_participates(comm));
 }
 
+#if MPI_VERSION >= 4
+// A persistent init that the library answers itself: a communicator it must judge (null,
+// invalid, or without a topology for a neighbourhood call), so that the error comes at init.
+bool library_judges(MPI_Comm comm, bool neighbourhood) {
+  int inter = 0, topology = MPI_UNDEFINED;
+  if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return true;
+  return neighbourhood && (PMPI_Topo_test(comm, &topology) != MPI_SUCCESS || topology == MPI_UNDEFINED);
+}
+#endif
+
 }  // namespace
 
 extern "C" {
@@ -352,5 +362,255 @@ int TEMPI_WRAPPER(MPI_Reduce_local)(const void *inbuf, void *inoutbuf, int count
   if (!ours(inbuf, inoutbuf)) return TEMPI_NEXT(MPI_Reduce_local)(inbuf, inoutbuf, count, type, op);
   return coll::reduce_local(inbuf, inoutbuf, count, type, op);
 }
+
+// MPI-4 persistent collectives (MPI_X_init), where the library has them: TEMPI plans the
+// GPU buffers and takes staging once; every MPI_Start packs the send blocks' current data
+// and issues the library's nonblocking collective on the staging (persistent.hpp). Host
+// buffers too: a persistent collective matches only persistent collectives, so every rank
+// of one must make the same kind of call, and a rank cannot know whether its peers' buffers
+// are GPU memory. `info` carries hints for the library's own persistent call, which TEMPI
+// does not make. Not zero-copy.
+#if MPI_VERSION >= 4
+
+int TEMPI_WRAPPER(MPI_Bcast_init)(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Info info,
+                                  MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Bcast_init)(buf, count, type, root, comm, info, request);
+  Issue::Init init;
+  return persistent_made(coll::bcast(buf, count, type, root, comm, Issue::persistent_init(request, &init)), init, comm,
+                         "MPI_Bcast_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Gather_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                                   MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Gather_init)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, request);
+  Issue::Init init;
+  return persistent_made(
+      coll::gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, Issue::persistent_init(request, &init)), init,
+      comm, "MPI_Gather_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Gatherv_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+                                    const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Info info,
+                                    MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Gatherv_init)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, info, request);
+  Issue::Init init;
+  return persistent_made(coll::gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm,
+                                       Issue::persistent_init(request, &init)),
+                         init, comm, "MPI_Gatherv_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Scatter_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                                    MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Scatter_init)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, request);
+  Issue::Init init;
+  return persistent_made(
+      coll::scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, Issue::persistent_init(request, &init)), init,
+      comm, "MPI_Scatter_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Scatterv_init)(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
+                                     void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Info info,
+                                     MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Scatterv_init)(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, info, request);
+  Issue::Init init;
+  return persistent_made(coll::scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm,
+                                        Issue::persistent_init(request, &init)),
+                         init, comm, "MPI_Scatterv_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Allgather_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                                      MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Allgather_init)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, request);
+  Issue::Init init;
+  return persistent_made(
+      coll::allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, Issue::persistent_init(request, &init)), init,
+      comm, "MPI_Allgather_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Allgatherv_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                                       const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm,
+                                       MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Allgatherv_init)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, info, request);
+  Issue::Init init;
+  return persistent_made(
+      coll::allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, Issue::persistent_init(request, &init)),
+      init, comm, "MPI_Allgatherv_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Alltoall_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                                     MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Alltoall_init)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, request);
+  Issue::Init init;
+  return persistent_made(
+      coll::alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, Issue::persistent_init(request, &init)), init,
+      comm, "MPI_Alltoall_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Alltoallv_init)(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
+                                      void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
+                                      MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Alltoallv_init)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info,
+                                          request);
+  Issue::Init init;
+  return persistent_made(coll::alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm,
+                                         Issue::persistent_init(request, &init)),
+                         init, comm, "MPI_Alltoallv_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Alltoallw_init)(const void *sbuf, const int scounts[], const int sdispls[],
+                                      const MPI_Datatype stypes[], void *rbuf, const int rcounts[], const int rdispls[],
+                                      const MPI_Datatype rtypes[], MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Alltoallw_init)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info,
+                                          request);
+  Issue::Init init;
+  return persistent_made(coll::alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm,
+                                         Issue::persistent_init(request, &init)),
+                         init, comm, "MPI_Alltoallw_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Neighbor_allgather_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                                               MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, true))
+    return TEMPI_NEXT(MPI_Neighbor_allgather_init)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, request);
+  Issue::Init init;
+  return persistent_made(
+      coll::neighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, Issue::persistent_init(request, &init)),
+      init, comm, "MPI_Neighbor_allgather_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Neighbor_allgatherv_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                                                const int rcounts[], const int displs[], MPI_Datatype rtype,
+                                                MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, true))
+    return TEMPI_NEXT(MPI_Neighbor_allgatherv_init)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, info,
+                                                    request);
+  Issue::Init init;
+  return persistent_made(coll::neighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm,
+                                                   Issue::persistent_init(request, &init)),
+                         init, comm, "MPI_Neighbor_allgatherv_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Neighbor_alltoall_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                                              MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, true))
+    return TEMPI_NEXT(MPI_Neighbor_alltoall_init)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, request);
+  Issue::Init init;
+  return persistent_made(
+      coll::neighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, Issue::persistent_init(request, &init)),
+      init, comm, "MPI_Neighbor_alltoall_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Neighbor_alltoallv_init)(const void *sbuf, const int scounts[], const int sdispls[],
+                                               MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
+                                               MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, true))
+    return TEMPI_NEXT(MPI_Neighbor_alltoallv_init)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm,
+                                                   info, request);
+  Issue::Init init;
+  return persistent_made(coll::neighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm,
+                                                  Issue::persistent_init(request, &init)),
+                         init, comm, "MPI_Neighbor_alltoallv_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Neighbor_alltoallw_init)(const void *sbuf, const int scounts[], const MPI_Aint sdispls[],
+                                               const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
+                                               const MPI_Aint rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
+                                               MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, true))
+    return TEMPI_NEXT(MPI_Neighbor_alltoallw_init)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm,
+                                                   info, request);
+  Issue::Init init;
+  return persistent_made(coll::neighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm,
+                                                  Issue::persistent_init(request, &init)),
+                         init, comm, "MPI_Neighbor_alltoallw_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Reduce_init)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                                   MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Reduce_init)(sbuf, rbuf, count, type, op, root, comm, info, request);
+  Issue::Init init;
+  return persistent_made(coll::reduce(sbuf, rbuf, count, type, op, root, comm, Issue::persistent_init(request, &init)),
+                         init, comm, "MPI_Reduce_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Allreduce_init)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                                      MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Allreduce_init)(sbuf, rbuf, count, type, op, comm, info, request);
+  Issue::Init init;
+  return persistent_made(coll::allreduce(sbuf, rbuf, count, type, op, comm, Issue::persistent_init(request, &init)),
+                         init, comm, "MPI_Allreduce_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Reduce_scatter_init)(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
+                                           MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Reduce_scatter_init)(sbuf, rbuf, rcounts, type, op, comm, info, request);
+  Issue::Init init;
+  return persistent_made(
+      coll::reduce_scatter(sbuf, rbuf, rcounts, type, op, comm, Issue::persistent_init(request, &init)), init, comm,
+      "MPI_Reduce_scatter_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Reduce_scatter_block_init)(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op op,
+                                                 MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Reduce_scatter_block_init)(sbuf, rbuf, rcount, type, op, comm, info, request);
+  Issue::Init init;
+  return persistent_made(
+      coll::reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm, Issue::persistent_init(request, &init)), init,
+      comm, "MPI_Reduce_scatter_block_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Scan_init)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                                 MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Scan_init)(sbuf, rbuf, count, type, op, comm, info, request);
+  Issue::Init init;
+  return persistent_made(coll::scan(sbuf, rbuf, count, type, op, comm, Issue::persistent_init(request, &init)), init,
+                         comm, "MPI_Scan_init", request);
+}
+
+int TEMPI_WRAPPER(MPI_Exscan_init)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                                   MPI_Info info, MPI_Request *request) {
+  engine().poll();
+  if (!active() || library_judges(comm, false))
+    return TEMPI_NEXT(MPI_Exscan_init)(sbuf, rbuf, count, type, op, comm, info, request);
+  Issue::Init init;
+  return persistent_made(coll::exscan(sbuf, rbuf, count, type, op, comm, Issue::persistent_init(request, &init)), init,
+                         comm, "MPI_Exscan_init", request);
+}
+#endif  // MPI_VERSION >= 4
 
 }  // extern "C"

@@ -48,6 +48,10 @@ class Completion {
     if (entries_.empty()) return;
     actual_.assign(reqs, reqs + n);
     for (Entry &e : entries_) {
+      // A persistent collective's handle is TEMPI's own: the library waits for the request
+      // of its current start instead (none while inactive: it completes at once, empty).
+      if (const PersistentOp *op = e.pending->persistent.get(); op && op->collective())
+        actual_[size_t(e.index)] = op->active ? op->library : MPI_REQUEST_NULL;
       if (!e.pending->send) continue;
       int err = MPI_SUCCESS;
       actual_[size_t(e.index)] = posted_request(*e.pending->send, err);
@@ -73,8 +77,10 @@ class Completion {
     for (Entry &e : entries_) {
       if (e.index != index || !e.pending || e.done) continue;
       const PersistentOp *persistent = e.pending->persistent.get();
-      const bool done = persistent ? persistent->active && err != MPI_ERR_PENDING
-                                   : actual_[size_t(index)] == MPI_REQUEST_NULL;
+      const bool freed = actual_[size_t(index)] == MPI_REQUEST_NULL;  // by the library: complete
+      const bool done = !persistent                 ? freed
+                        : persistent->collective() ? persistent->active && freed
+                                                    : persistent->active && err != MPI_ERR_PENDING;
       if (!done) continue;
       e.status = status;
       e.err = err;
@@ -119,6 +125,7 @@ class Completion {
       if (e.done && e.pending->persistent) {
         user_[e.index] = e.handle;  // inactive now; the entry goes back to the table
         e.pending->persistent->active = false;
+        e.pending->persistent->library = MPI_REQUEST_NULL;
       } else if (e.done) {
         user_[e.index] = MPI_REQUEST_NULL;
         e.pending.reset();
@@ -322,6 +329,16 @@ int TEMPI_WRAPPER(MPI_Request_free)(MPI_Request *request) {
   if (!tracking(1, request)) return TEMPI_NEXT(MPI_Request_free)(request);
   std::unique_ptr<Pending> p = requests().take(*request);
   if (!p) return TEMPI_NEXT(MPI_Request_free)(request);
+  if (p->persistent && p->persistent->collective()) {
+    // A persistent collective: TEMPI's handle goes now; a start in flight is finished
+    // later as a nonblocking collective (its library request, detached).
+    if (p->persistent->active) {
+      const MPI_Request library = p->persistent->library;
+      p->persistent.reset();
+      requests().detach(library, std::move(p));
+    }
+    return persistent_free_handle(request);
+  }
   // An inactive persistent request has nothing in flight: it goes with its entry.
   if (p->persistent && !p->persistent->active) return TEMPI_NEXT(MPI_Request_free)(request);
   // TEMPI keeps the request to finish the operation later (see RequestTable::detach).

@@ -156,6 +156,9 @@ std::vector<std::string> wrapped_calls() {
   return {
 #define TEMPI_WRAPPED(fn) #fn,
 #include "wrapped.def"
+#if MPI_VERSION >= 4
+#include "wrapped_mpi4.def"
+#endif
 #undef TEMPI_WRAPPED
   };
 }

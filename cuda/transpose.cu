@@ -28,6 +28,11 @@ constexpr int tile_side(int word) { return word >= 4 ? 32 : 64; }
 // distinct banks: rows of an odd number of 4-byte banks for words up to 4 bytes, one
 // word more for wider words (served in half- and quarter-warp phases).
 constexpr int tile_pad(int word) { return word >= 4 ? 1 : 4 / word; }
+// Thread blocks resident per SM that the register budget must allow: a full SM (2048
+// threads) for 4- and 8-byte words, whose loads in flight are what keeps DRAM busy; fewer
+// where the cap would spill (16-byte words hold 64 bytes a thread, 1- and 2-byte words
+// move 16 elements a thread).
+constexpr int min_blocks(int word) { return word == 4 || word == 8 ? 8 : word == 16 ? 6 : 4; }
 
 // The plan seen as tiles over two dimensions that swap: dimension 0 (a: the packed
 // order's innermost, a large stride in memory) and dimension j (b: a small stride).
@@ -65,10 +70,12 @@ struct Tile {
   int64_t typed, packed, rows, cols;
 };
 
-// Whether element (r, c) of the tile is moved, and its stream word.
+// Whether element (r, c) of the tile is moved, and its stream word. Unchecked: the tile
+// is whole and inside the range (most tiles), so every element is.
+template <bool Checked>
 __device__ __forceinline__ bool wanted(const TileArgs &a, const Tile &t, int r, int c, int64_t &word) {
   word = t.packed + r + c * a.packed_b;
-  return r < t.rows && c < t.cols && word >= a.first && word < a.last;
+  return !Checked || (r < t.rows && c < t.cols && word >= a.first && word < a.last);
 }
 
 template <int W>
@@ -76,7 +83,7 @@ using TileRow = typename WordOf<W>::type[tile_side(W) + tile_pad(W)];
 
 // The typed side of a tile: lanes along b (the small stride), so that a warp moves a
 // row of the tile in one coalesced access. Load: typed memory into the tile.
-template <int W, bool Load>
+template <int W, bool Load, bool Checked>
 __device__ __forceinline__ void typed_side(const TileArgs &a, const Tile &t, TileRow<W> *tile,
                                            const uint8_t *__restrict__ src, uint8_t *__restrict__ dst) {
   using T = typename WordOf<W>::type;
@@ -89,7 +96,7 @@ __device__ __forceinline__ void typed_side(const TileArgs &a, const Tile &t, Til
     bool ok[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {  // every load issued before the first use
-      ok[k] = wanted(a, t, r0 + k * R, c, word);
+      ok[k] = wanted<Checked>(a, t, r0 + k * R, c, word);
       if (ok[k]) v[k] = *reinterpret_cast<const T *>(src + column + (r0 + k * R) * a.stride_a);
     }
 #pragma unroll
@@ -98,14 +105,14 @@ __device__ __forceinline__ void typed_side(const TileArgs &a, const Tile &t, Til
   } else {
 #pragma unroll
     for (int k = 0; k < K; ++k)
-      if (wanted(a, t, r0 + k * R, c, word))
+      if (wanted<Checked>(a, t, r0 + k * R, c, word))
         *reinterpret_cast<T *>(dst + column + (r0 + k * R) * a.stride_a) = tile[r0 + k * R][c];
   }
 }
 
 // The packed side of a tile: lanes along a (consecutive stream words). Load: the
 // packed stream into the tile.
-template <int W, bool Load>
+template <int W, bool Load, bool Checked>
 __device__ __forceinline__ void packed_side(const TileArgs &a, const Tile &t, TileRow<W> *tile,
                                             const uint8_t *__restrict__ src, uint8_t *__restrict__ dst) {
   using T = typename WordOf<W>::type;
@@ -117,7 +124,7 @@ __device__ __forceinline__ void packed_side(const TileArgs &a, const Tile &t, Ti
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       int64_t word;
-      ok[k] = wanted(a, t, r, c0 + k * R, word);
+      ok[k] = wanted<Checked>(a, t, r, c0 + k * R, word);
       if (ok[k]) v[k] = reinterpret_cast<const T *>(src)[word - a.first];
     }
 #pragma unroll
@@ -127,15 +134,31 @@ __device__ __forceinline__ void packed_side(const TileArgs &a, const Tile &t, Ti
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       int64_t word;
-      if (wanted(a, t, r, c0 + k * R, word)) reinterpret_cast<T *>(dst)[word - a.first] = tile[r][c0 + k * R];
+      if (wanted<Checked>(a, t, r, c0 + k * R, word)) reinterpret_cast<T *>(dst)[word - a.first] = tile[r][c0 + k * R];
     }
   }
 }
 
+// Pack reads typed rows and writes packed rows; unpack the reverse.
+template <int W, bool ToPacked, bool Checked>
+__device__ __forceinline__ void move_tile(const TileArgs &a, const Tile &t, TileRow<W> *tile,
+                                          const uint8_t *__restrict__ src, uint8_t *__restrict__ dst) {
+  if (ToPacked) {
+    typed_side<W, true, Checked>(a, t, tile, src, nullptr);
+    __syncthreads();
+    packed_side<W, false, Checked>(a, t, tile, nullptr, dst);
+  } else {
+    packed_side<W, true, Checked>(a, t, tile, src, nullptr);
+    __syncthreads();
+    typed_side<W, false, Checked>(a, t, tile, nullptr, dst);
+  }
+  __syncthreads();  // the tile is free for the next one
+}
+
 // Grid: x over tiles along a, y over bands, z over inner batches (each looping when the
-// grid is smaller). Pack reads typed rows and writes packed rows; unpack the reverse.
+// grid is smaller).
 template <int W, bool ToPacked>
-__global__ void __launch_bounds__(kThreads) tiled(const __grid_constant__ TileArgs a, const uint8_t *__restrict__ src,
+__global__ void __launch_bounds__(kThreads, min_blocks(W)) tiled(const __grid_constant__ TileArgs a, const uint8_t *__restrict__ src,
                                                   uint8_t *__restrict__ dst) {
   constexpr int S = tile_side(W);
   __shared__ TileRow<W> tile[S];
@@ -151,16 +174,11 @@ __global__ void __launch_bounds__(kThreads) tiled(const __grid_constant__ TileAr
       for (uint32_t x = blockIdx.x; x < a.tiles_a; x += gridDim.x) {
         const int64_t a0 = int64_t(x) * S;
         const Tile t{typed_batch + a0 * a.stride_a, packed_batch + a0, min(int64_t(S), a.count_a - a0), cols};
-        if (ToPacked) {
-          typed_side<W, true>(a, t, tile, src, nullptr);
-          __syncthreads();
-          packed_side<W, false>(a, t, tile, nullptr, dst);
-        } else {
-          packed_side<W, true>(a, t, tile, src, nullptr);
-          __syncthreads();
-          typed_side<W, false>(a, t, tile, nullptr, dst);
-        }
-        __syncthreads();  // the tile is free for the next one
+        const int64_t last_word = t.packed + (t.rows - 1) + (t.cols - 1) * a.packed_b;
+        if (t.rows == S && t.cols == S && t.packed >= a.first && last_word < a.last)
+          move_tile<W, ToPacked, false>(a, t, tile, src, dst);
+        else
+          move_tile<W, ToPacked, true>(a, t, tile, src, dst);
       }
     }
   }

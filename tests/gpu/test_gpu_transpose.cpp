@@ -2,7 +2,8 @@
 // batched and sub-block transposes), compared byte for byte with the host reference
 // packer with poisoned outputs: every element size, edge tiles, byte ranges that start
 // and end inside tiles, counts > 1 with resized extents, pack and unpack. Where the
-// shape calls for it, the test also checks that the tiled kernels take it.
+// shape calls for it, the test also checks that the tiled kernels take it. [small]: the
+// cases quick enough for compute-sanitizer's racecheck.
 // Exits 77 (skipped) with a message where no GPU is usable.
 #define CATCH_CONFIG_RUNNER
 #include <cuda_runtime_api.h>
@@ -172,7 +173,7 @@ TEST_CASE("3-D and 4-D permutations of a grid's dimensions", "[gpu][transpose]")
   check_whole(plan, seed++);
 }
 
-TEST_CASE("batched and sub-block transposes, counts > 1 with resized extents", "[gpu][transpose]") {
+TEST_CASE("batched and sub-block transposes, counts > 1 with resized extents", "[gpu][transpose][small]") {
   uint64_t seed = 200;
   for (int e : kElementSizes) {
     INFO("element " << e);
@@ -196,7 +197,7 @@ TEST_CASE("batched and sub-block transposes, counts > 1 with resized extents", "
   }
 }
 
-TEST_CASE("byte ranges that start and end inside tiles", "[gpu][transpose]") {
+TEST_CASE("byte ranges that start and end inside tiles", "[gpu][transpose][small]") {
   std::mt19937_64 rng(7);
   for (int e : kElementSizes)
     for (const TypeDesc &d : {transpose(100, 70, 70, desc::named(e)), permuted({40, 21, 33}, {2, 0, 1}, desc::named(e)),

@@ -47,9 +47,9 @@ struct TileArgs {
   uint32_t tiles_a, tiles_b;  // tiles along a; along b within one outer index
   uint32_t inner;             // inner batches: the product of the inner counts
   uint32_t first_band, bands; // the bands this launch covers (those meeting [first, last))
-  int ninner, nouter;
-  uint32_t inner_counts[kMaxKernelDims], outer_counts[kMaxKernelDims];
-  int64_t inner_strides[kMaxKernelDims], outer_strides[kMaxKernelDims];
+  int ninner, nouter;          // batch dimensions: the inner ones first, then the outer ones
+  uint32_t counts[kMaxKernelDims];
+  int64_t strides[kMaxKernelDims];
   int64_t first, last;  // stream words moved; the packed buffer starts at word `first`
 };
 
@@ -165,11 +165,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks(W)) tiled(const __grid_co
   for (uint32_t y = blockIdx.y; y < a.bands; y += gridDim.y) {
     const uint32_t band = a.first_band + y, outer = band / a.tiles_b, tb = band - outer * a.tiles_b;
     const int64_t b0 = int64_t(tb) * S;
-    const int64_t typed_band = a.start + offset_of(outer, a.nouter, a.outer_counts, a.outer_strides) + b0 * a.stride_b;
+    const int64_t typed_band = a.start + offset_of(outer, a.nouter, a.counts + a.ninner, a.strides + a.ninner) + b0 * a.stride_b;
     const int64_t packed_band = int64_t(outer) * a.packed_outer + b0 * a.packed_b;
     const int64_t cols = min(int64_t(S), a.count_b - b0);
     for (uint32_t z = blockIdx.z; z < a.inner; z += gridDim.z) {
-      const int64_t typed_batch = typed_band + offset_of(z, a.ninner, a.inner_counts, a.inner_strides);
+      const int64_t typed_batch = typed_band + offset_of(z, a.ninner, a.counts, a.strides);
       const int64_t packed_batch = packed_band + int64_t(z) * a.count_a;
       for (uint32_t x = blockIdx.x; x < a.tiles_a; x += gridDim.x) {
         const int64_t a0 = int64_t(x) * S;
@@ -207,15 +207,15 @@ bool describe(const StridedArgs &s, int word, TileArgs &t) {
   for (int d = 1; d < j; ++d) {
     inner *= uint64_t(s.counts[d]);
     if (inner >= kMaxIndex32) return false;
-    t.inner_counts[t.ninner] = uint32_t(s.counts[d]);
-    t.inner_strides[t.ninner++] = s.strides[d];
+    t.counts[t.ninner] = uint32_t(s.counts[d]);
+    t.strides[t.ninner++] = s.strides[d];
   }
   t.nouter = 0;
   for (int d = j + 1; d < s.ndims; ++d) {
     outer *= uint64_t(s.counts[d]);
     if (outer >= kMaxIndex32) return false;
-    t.outer_counts[t.nouter] = uint32_t(s.counts[d]);
-    t.outer_strides[t.nouter++] = s.strides[d];
+    t.counts[t.ninner + t.nouter] = uint32_t(s.counts[d]);
+    t.strides[t.ninner + t.nouter++] = s.strides[d];
   }
   const uint64_t tiles_a = uint64_t((t.count_a + side - 1) / side), tiles_b = uint64_t((t.count_b + side - 1) / side);
   if (tiles_a >= kMaxIndex32 / 2 || tiles_b * outer >= kMaxIndex32) return false;

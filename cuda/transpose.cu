@@ -51,6 +51,7 @@ struct TileArgs {
   uint32_t counts[kMaxKernelDims];
   int64_t strides[kMaxKernelDims];
   int64_t first, last;  // stream words moved; the packed buffer starts at word `first`
+  bool whole;            // [first, last) is the whole stream: no tile needs a range check
 };
 
 // The typed offset of index `i` of the dimensions (counts, strides), innermost first.
@@ -158,14 +159,16 @@ __device__ __forceinline__ void move_tile(const TileArgs &a, const Tile &t, Tile
 // Grid: x over tiles along a, y over bands, z over inner batches (each looping when the
 // grid is smaller).
 template <int W, bool ToPacked>
-__global__ void __launch_bounds__(kThreads, min_blocks(W)) tiled(const __grid_constant__ TileArgs a, const uint8_t *__restrict__ src,
-                                                  uint8_t *__restrict__ dst) {
+__global__ void __launch_bounds__(kThreads, min_blocks(W))
+    tiled(const __grid_constant__ TileArgs a, const uint8_t *__restrict__ src, uint8_t *__restrict__ dst) {
   constexpr int S = tile_side(W);
   __shared__ TileRow<W> tile[S];
   for (uint32_t y = blockIdx.y; y < a.bands; y += gridDim.y) {
-    const uint32_t band = a.first_band + y, outer = band / a.tiles_b, tb = band - outer * a.tiles_b;
+    // (no division for a lone transpose: it is on the path to the first load)
+    const uint32_t band = a.first_band + y, outer = a.nouter ? band / a.tiles_b : 0, tb = band - outer * a.tiles_b;
     const int64_t b0 = int64_t(tb) * S;
-    const int64_t typed_band = a.start + offset_of(outer, a.nouter, a.counts + a.ninner, a.strides + a.ninner) + b0 * a.stride_b;
+    const int64_t typed_band =
+        a.start + offset_of(outer, a.nouter, a.counts + a.ninner, a.strides + a.ninner) + b0 * a.stride_b;
     const int64_t packed_band = int64_t(outer) * a.packed_outer + b0 * a.packed_b;
     const int64_t cols = min(int64_t(S), a.count_b - b0);
     for (uint32_t z = blockIdx.z; z < a.inner; z += gridDim.z) {
@@ -174,8 +177,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks(W)) tiled(const __grid_co
       for (uint32_t x = blockIdx.x; x < a.tiles_a; x += gridDim.x) {
         const int64_t a0 = int64_t(x) * S;
         const Tile t{typed_batch + a0 * a.stride_a, packed_batch + a0, min(int64_t(S), a.count_a - a0), cols};
-        const int64_t last_word = t.packed + (t.rows - 1) + (t.cols - 1) * a.packed_b;
-        if (t.rows == S && t.cols == S && t.packed >= a.first && last_word < a.last)
+        if (t.rows == S && t.cols == S &&
+            (a.whole || (t.packed >= a.first && t.packed + (S - 1) + (S - 1) * a.packed_b < a.last)))
           move_tile<W, ToPacked, false>(a, t, tile, src, dst);
         else
           move_tile<W, ToPacked, true>(a, t, tile, src, dst);
@@ -227,6 +230,13 @@ bool describe(const StridedArgs &s, int word, TileArgs &t) {
   return true;
 }
 
+// The words of the whole stream: packed_outer for each outer index.
+int64_t stream_words(const TileArgs &t) {
+  int64_t words = t.packed_outer;
+  for (int d = t.ninner; d < t.ninner + t.nouter; ++d) words *= t.counts[d];
+  return words;
+}
+
 // The band holding stream word `w`.
 uint32_t band_of(const TileArgs &t, int64_t w, int side) {
   const int64_t outer = w / t.packed_outer, b = (w - outer * t.packed_outer) / t.packed_b;
@@ -266,6 +276,7 @@ Status launch_tiled_transpose(const StridedArgs &a, int word, const void *typed,
   if (!describe(a, word, t)) return Status::Unsupported;
   t.first = a.first / word;
   t.last = a.last / word;
+  t.whole = t.first == 0 && t.last == stream_words(t);
   if (to_packed)
     dispatch<true>(t, word, static_cast<const uint8_t *>(typed), static_cast<uint8_t *>(packed), stream);
   else

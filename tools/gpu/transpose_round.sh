@@ -49,7 +49,7 @@ fi
 size=--quick
 [ "${FULL:-0}" = 1 ] && size=
 if [ -n "${BASE:-}" ]; then
-  meson setup $BASE/build-base -Dmpi=mpich -Dgpu_arch=90 -Dmpiexec="$launcher" > /tmp/setup-base.log 2>&1 &&
+  meson setup $BASE/build-base $BASE -Dmpi=mpich -Dgpu_arch=90 -Dmpiexec="$launcher" > /tmp/setup-base.log 2>&1 &&
     ninja -C $BASE/build-base tools/bench_pack > /tmp/build-base.log 2>&1 || { echo "BASE build failed"; BASE=; }
 fi
 [ -n "${BASE:-}" ] && $launcher -n 1 $BASE/build-base/tools/bench_pack $size --csv "$top/bench_pack-base.csv" > "$top/bench_pack-base.txt" 2>&1

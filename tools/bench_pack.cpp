@@ -207,7 +207,9 @@ void print_reorder(const Row &r, bool verified, FILE *csv) {
 
 // Transposes of 4-, 8- and 16-byte elements (the column-by-column stream of an N × N
 // matrix, as an FFT's reshape describes it) and (x, y, z) -> (z, x, y) of a 256^3 float
-// grid. Returns whether every movement was verified.
+// grid; last a 16 × 16 transpose, whose times are the fixed cost of a call, beside the
+// cost of one CUDA pointer query (TEMPI makes several per call). Returns whether every
+// movement was verified.
 bool reorder_rows(FILE *csv, cudaStream_t s) {
   std::printf("\ntransposes and permutations: TEMPI against a hand-written tiled kernel (same run), "
               "times in microseconds\n");
@@ -215,21 +217,21 @@ bool reorder_rows(FILE *csv, cudaStream_t s) {
               "unpack", "hand-pack", "hand-unp", "memcpy", "p/hand", "u/hand", "m/p", "m/u", "check");
   bool all = true;
   std::vector<Reorder> rows;
-  for (int e : {4, 8, 16}) {
+  const auto add_transpose = [&rows](int e, int n) {
     MPI_Datatype elem, column, t;
     MPI_Type_contiguous(e / 4, MPI_FLOAT, &elem);
-    for (int n : {1000, 2000, 4000}) {
-      MPI_Type_vector(n, 1, n, elem, &column);
-      MPI_Type_create_hvector(n, 1, e, column, &t);
-      MPI_Type_commit(&t);
-      MPI_Type_free(&column);
-      auto kernel = [n, e](const void *in, void *out, cudaStream_t st) {
-        return bench_pack_reorder::transpose(in, out, n, n, e, st);
-      };
-      rows.push_back({"transpose", e, n, int64_t(n) * n * e, t, kernel, kernel});
-    }
+    MPI_Type_vector(n, 1, n, elem, &column);
+    MPI_Type_create_hvector(n, 1, e, column, &t);
+    MPI_Type_commit(&t);
+    MPI_Type_free(&column);
     MPI_Type_free(&elem);
-  }
+    auto kernel = [n, e](const void *in, void *out, cudaStream_t st) {
+      return bench_pack_reorder::transpose(in, out, n, n, e, st);
+    };
+    rows.push_back({"transpose", e, n, int64_t(n) * n * e, t, kernel, kernel});
+  };
+  for (int e : {4, 8, 16})
+    for (int n : {1000, 2000, 4000}) add_transpose(e, n);
   const int g = 256;
   MPI_Datatype zline, zx, zxy;
   MPI_Type_vector(g, 1, g * g, MPI_FLOAT, &zline);
@@ -247,6 +249,7 @@ bool reorder_rows(FILE *csv, cudaStream_t s) {
                     return bench_pack_reorder::permute_zxy(static_cast<const float *>(in), static_cast<float *>(out), g,
                                                            false, st);
                   }});
+  add_transpose(4, 16);
   for (Reorder &m : rows) {
     bool verified = false;
     const Row r = measure_reorder(m, s, verified);
@@ -254,6 +257,15 @@ bool reorder_rows(FILE *csv, cudaStream_t s) {
     all &= verified;
     MPI_Type_free(&m.type);
   }
+  void *dev;
+  CUDA(cudaMalloc(&dev, 256));
+  cudaPointerAttributes attr;
+  const int queries = 100;
+  const double query = median_us([&] {
+    for (int i = 0; i < queries; ++i) CUDA(cudaPointerGetAttributes(&attr, dev));
+  }, 20) / queries;
+  cudaFree(dev);
+  std::printf("one cudaPointerGetAttributes of device memory: %.2f us\n", query);
   return all;
 }
 

@@ -16,6 +16,7 @@
 #include "kernels.hpp"
 #include "log.hpp"
 #include "resources.hpp"
+#include "transpose.hpp"
 
 namespace tempi {
 
@@ -452,6 +453,7 @@ class CudaBackend final : public Backend {
       a.first = first;
       a.last = last;
       const int word = widest_word(addr_bits | dim_bits | uint64_t(a.block));
+      if (tiled_transpose_fits(a, word)) return launch_tiled_transpose(a, word, typed, packed, to_packed, stream);
       return launch_strided(a, word, typed, packed, to_packed, stream);
     }
 

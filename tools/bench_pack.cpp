@@ -2,9 +2,10 @@
 // in the same run: one device-to-device cudaMemcpyAsync of the packed size (the
 // physical reference), cudaMemcpy2DAsync of the same 2-D object, and one
 // cudaMemcpyAsync per block (what an MPI without GPU kernels does; measured up to
-// 4096 blocks). Every time is the median of repeated calls, each ended by a
-// synchronization, after warm-up.
-//   bench_pack [--csv FILE] [--quick]
+// 4096 blocks). Transposes and a 3-D permutation are timed beside a hand-written
+// tiled kernel for the same movement (bench_pack_reorder_kernels.cu). Every time is the
+// median of repeated calls, each ended by a synchronization, after warm-up.
+//   bench_pack [--csv FILE] [--quick] [--reorder]
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
@@ -13,9 +14,15 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 #include "help.hpp"
+
+namespace bench_pack_reorder {  // bench_pack_reorder_kernels.cu
+int transpose(const void *in, void *out, int rows, int cols, int element, cudaStream_t stream);
+int permute_zxy(const float *src, float *dst, int n, bool pack, cudaStream_t stream);
+}  // namespace bench_pack_reorder
 
 namespace {
 
@@ -46,6 +53,7 @@ struct Row {
   std::string object, desc;
   int64_t block, pitch, count, bytes;
   double pack, unpack, memcpy1d, memcpy2d, per_block;
+  double hand_pack = 0, hand_unpack = 0;  // the hand-written kernel (transposes and permutations)
 };
 
 MPI_Datatype make_2d(const std::string &how, int64_t rows, int64_t block, int64_t pitch) {
@@ -104,6 +112,12 @@ Row measure(const std::string &object, const std::string &how, MPI_Datatype t, i
   return r;
 }
 
+void write_csv(const Row &r, FILE *csv) {
+  std::fprintf(csv, "%s,%s,%lld,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", r.object.c_str(), r.desc.c_str(),
+               (long long)r.block, (long long)r.pitch, (long long)r.count, (long long)r.bytes, r.pack, r.unpack,
+               r.memcpy1d, r.memcpy2d, r.per_block, r.hand_pack, r.hand_unpack);
+}
+
 void print(const Row &r, FILE *csv) {
   auto gbs = [&](double us) { return us > 0 ? r.bytes / us / 1e3 : 0.0; };
   auto opt = [](double v, char *buf) {
@@ -115,30 +129,166 @@ void print(const Row &r, FILE *csv) {
               r.desc.c_str(), (long long)r.block, (long long)r.pitch, (long long)r.count, (long long)r.bytes,
               r.pack, gbs(r.pack), r.unpack, r.memcpy1d, opt(r.memcpy2d, a), opt(r.per_block, b),
               r.memcpy1d / r.pack, r.memcpy2d > 0 ? r.memcpy2d / r.pack : 0.0, opt(r.per_block > 0 ? r.per_block / r.pack : 0, c));
-  if (csv)
-    std::fprintf(csv, "%s,%s,%lld,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.3f\n", r.object.c_str(), r.desc.c_str(),
-                 (long long)r.block, (long long)r.pitch, (long long)r.count, (long long)r.bytes, r.pack, r.unpack,
-                 r.memcpy1d, r.memcpy2d, r.per_block);
+  if (csv) write_csv(r, csv);
   std::fflush(stdout);
+}
+
+// A movement that reorders elements: its MPI type (count 1), and the hand-written
+// kernel for the same movement in each direction (typed -> packed, packed -> typed).
+struct Reorder {
+  std::string object;
+  int element;
+  int64_t n, bytes;  // elements per side; bytes of the object (packed and typed alike)
+  MPI_Datatype type;
+  std::function<int(const void *, void *, cudaStream_t)> hand_pack, hand_unpack;
+};
+
+// Device bytes that are not zeros (zeros hide unwritten outputs).
+void fill_random(void *dev, int64_t bytes) {
+  std::vector<uint64_t> host(size_t(bytes + 7) / 8);
+  std::mt19937_64 rng{static_cast<uint64_t>(bytes)};
+  for (uint64_t &v : host) v = rng();
+  CUDA(cudaMemcpy(dev, host.data(), size_t(bytes), cudaMemcpyHostToDevice));
+}
+
+bool same_bytes(const void *a, const void *b, int64_t bytes) {
+  std::vector<char> x(static_cast<size_t>(bytes)), y(static_cast<size_t>(bytes));
+  CUDA(cudaMemcpy(x.data(), a, size_t(bytes), cudaMemcpyDeviceToHost));
+  CUDA(cudaMemcpy(y.data(), b, size_t(bytes), cudaMemcpyDeviceToHost));
+  return x == y;
+}
+
+// TEMPI's MPI_Pack and MPI_Unpack against the hand-written kernel and a memcpy of the
+// packed bytes; `verified` says whether TEMPI's packed bytes equal the kernel's and its
+// unpack restores the object.
+Row measure_reorder(const Reorder &m, cudaStream_t s, bool &verified) {
+  void *typed, *packed, *ref, *back;
+  for (void **p : {&typed, &packed, &ref, &back}) CUDA(cudaMalloc(p, size_t(m.bytes)));
+  fill_random(typed, m.bytes);
+  Row r{m.object, "hvector", m.element, m.n, 1, m.bytes, 0, 0, 0, 0, 0};
+  const int size = int(m.bytes);
+  int pos = 0;
+  MPI_Pack(typed, 1, m.type, packed, size, &pos, MPI_COMM_WORLD);
+  CUDA(cudaMemset(back, 0xA5, size_t(m.bytes)));
+  pos = 0;
+  MPI_Unpack(packed, size, &pos, back, 1, m.type, MPI_COMM_WORLD);
+  CUDA(cudaStreamSynchronize(s));
+  CUDA(cudaError_t(m.hand_pack(typed, ref, s)));
+  CUDA(cudaStreamSynchronize(s));
+  verified = same_bytes(packed, ref, m.bytes) && same_bytes(back, typed, m.bytes);
+
+  const int reps = reps_for(m.bytes);
+  r.pack = median_us([&] { int p = 0; MPI_Pack(typed, 1, m.type, packed, size, &p, MPI_COMM_WORLD); }, reps);
+  r.unpack = median_us([&] { int p = 0; MPI_Unpack(packed, size, &p, back, 1, m.type, MPI_COMM_WORLD); }, reps);
+  r.hand_pack = median_us([&] {
+    CUDA(cudaError_t(m.hand_pack(typed, ref, s)));
+    CUDA(cudaStreamSynchronize(s));
+  }, reps);
+  r.hand_unpack = median_us([&] {
+    CUDA(cudaError_t(m.hand_unpack(ref, back, s)));
+    CUDA(cudaStreamSynchronize(s));
+  }, reps);
+  r.memcpy1d = median_us([&] {
+    CUDA(cudaMemcpyAsync(ref, packed, size_t(m.bytes), cudaMemcpyDeviceToDevice, s));
+    CUDA(cudaStreamSynchronize(s));
+  }, reps);
+  for (void *p : {typed, packed, ref, back}) cudaFree(p);
+  return r;
+}
+
+void print_reorder(const Row &r, bool verified, FILE *csv) {
+  std::printf("%-11s %4lld %5lld %10lld %9.1f %9.1f %9.1f %9.1f %9.1f %6.2f %6.2f %6.2f %6.2f %s\n", r.object.c_str(),
+              (long long)r.block, (long long)r.pitch, (long long)r.bytes, r.pack, r.unpack, r.hand_pack,
+              r.hand_unpack, r.memcpy1d, r.pack / r.hand_pack, r.unpack / r.hand_unpack, r.memcpy1d / r.pack,
+              r.memcpy1d / r.unpack, verified ? "ok" : "WRONG");
+  if (csv) write_csv(r, csv);
+  std::fflush(stdout);
+}
+
+// Transposes of 4-, 8- and 16-byte elements (the column-by-column stream of an N × N
+// matrix, as an FFT's reshape describes it) and (x, y, z) -> (z, x, y) of a 256^3 float
+// grid; last a 16 × 16 transpose, whose times are the fixed cost of a call, beside the
+// cost of one CUDA pointer query (TEMPI makes several per call). Returns whether every
+// movement was verified.
+bool reorder_rows(FILE *csv, cudaStream_t s) {
+  std::printf("\ntransposes and permutations: TEMPI against a hand-written tiled kernel (same run), "
+              "times in microseconds\n");
+  std::printf("%-11s %4s %5s %10s %9s %9s %9s %9s %9s %6s %6s %6s %6s %s\n", "object", "elem", "N", "bytes", "pack",
+              "unpack", "hand-pack", "hand-unp", "memcpy", "p/hand", "u/hand", "m/p", "m/u", "check");
+  bool all = true;
+  std::vector<Reorder> rows;
+  const auto add_transpose = [&rows](int e, int n) {
+    MPI_Datatype elem, column, t;
+    MPI_Type_contiguous(e / 4, MPI_FLOAT, &elem);
+    MPI_Type_vector(n, 1, n, elem, &column);
+    MPI_Type_create_hvector(n, 1, e, column, &t);
+    MPI_Type_commit(&t);
+    MPI_Type_free(&column);
+    MPI_Type_free(&elem);
+    auto kernel = [n, e](const void *in, void *out, cudaStream_t st) {
+      return bench_pack_reorder::transpose(in, out, n, n, e, st);
+    };
+    rows.push_back({"transpose", e, n, int64_t(n) * n * e, t, kernel, kernel});
+  };
+  for (int e : {4, 8, 16})
+    for (int n : {1000, 2000, 4000}) add_transpose(e, n);
+  const int g = 256;
+  MPI_Datatype zline, zx, zxy;
+  MPI_Type_vector(g, 1, g * g, MPI_FLOAT, &zline);
+  MPI_Type_create_hvector(g, 1, 4, zline, &zx);
+  MPI_Type_create_hvector(g, 1, 4 * g, zx, &zxy);
+  MPI_Type_commit(&zxy);
+  MPI_Type_free(&zline);
+  MPI_Type_free(&zx);
+  rows.push_back({"permute-zxy", 4, g, int64_t(g) * g * g * 4, zxy,
+                  [](const void *in, void *out, cudaStream_t st) {
+                    return bench_pack_reorder::permute_zxy(static_cast<const float *>(in), static_cast<float *>(out), g,
+                                                           true, st);
+                  },
+                  [](const void *in, void *out, cudaStream_t st) {
+                    return bench_pack_reorder::permute_zxy(static_cast<const float *>(in), static_cast<float *>(out), g,
+                                                           false, st);
+                  }});
+  add_transpose(4, 16);
+  for (Reorder &m : rows) {
+    bool verified = false;
+    const Row r = measure_reorder(m, s, verified);
+    print_reorder(r, verified, csv);
+    all &= verified;
+    MPI_Type_free(&m.type);
+  }
+  void *dev;
+  CUDA(cudaMalloc(&dev, 256));
+  cudaPointerAttributes attr;
+  const int queries = 100;
+  const double query = median_us([&] {
+    for (int i = 0; i < queries; ++i) CUDA(cudaPointerGetAttributes(&attr, dev));
+  }, 20) / queries;
+  cudaFree(dev);
+  std::printf("one cudaPointerGetAttributes of device memory: %.2f us\n", query);
+  return all;
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
   if (tempi::tools::print_help_if_asked(argc, argv,
-    "usage: bench_pack [--csv FILE] [--quick]   (one rank, a GPU)\n"
+    "usage: bench_pack [--csv FILE] [--quick] [--reorder]   (one rank, a GPU)\n"
     "\n"
     "MPI_Pack / MPI_Unpack of GPU objects through TEMPI against cudaMemcpyAsync of the packed\n"
-    "size, cudaMemcpy2DAsync of the same object and one copy per block; medians after warm-up.\n"
+    "size, cudaMemcpy2DAsync of the same object and one copy per block; transposes and a 3-D\n"
+    "permutation against a hand-written tiled kernel; medians after warm-up.\n"
     "  --csv FILE   also write the table as CSV (docs/results/, tools/plot_bench.py)\n"
-    "  --quick      fewer objects\n"))
+    "  --quick      fewer objects\n"
+    "  --reorder    only the transposes and the permutation\n"))
     return 0;
   MPI_Init(&argc, &argv);
   FILE *csv = nullptr;
-  bool quick = false;
+  bool quick = false, reorder_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = std::fopen(argv[++i], "w");
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--reorder")) reorder_only = true;
   }
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -154,12 +304,15 @@ int main(int argc, char **argv) {
   std::printf("%-10s %-8s %6s %6s %3s %10s %9s %7s %9s %9s %10s %10s %5s %5s %10s\n", "object", "desc", "block",
               "pitch", "cnt", "bytes", "pack", "GB/s", "unpack", "memcpy", "memcpy2D", "per-block", "m/p", "2D/p",
               "blk/p");
-  if (csv) std::fprintf(csv, "object,desc,block,pitch,count,bytes,pack_us,unpack_us,memcpy_us,memcpy2d_us,per_block_us\n");
+  if (csv)
+    std::fprintf(csv, "object,desc,block,pitch,count,bytes,pack_us,unpack_us,memcpy_us,memcpy2d_us,per_block_us,"
+                      "hand_pack_us,hand_unpack_us\n");
   cudaStream_t s;
   CUDA(cudaStreamCreate(&s));
 
-  const std::vector<int64_t> totals = quick ? std::vector<int64_t>{1 << 10, 64 << 20}
-                                            : std::vector<int64_t>{1 << 10, 1 << 20, 4 << 20, 64 << 20};
+  const std::vector<int64_t> totals = reorder_only ? std::vector<int64_t>{}
+                                      : quick      ? std::vector<int64_t>{1 << 10, 64 << 20}
+                                                   : std::vector<int64_t>{1 << 10, 1 << 20, 4 << 20, 64 << 20};
   const std::vector<int64_t> blocks = quick ? std::vector<int64_t>{8, 64, 512}
                                             : std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
   for (int64_t total : totals)
@@ -182,7 +335,7 @@ int main(int argc, char **argv) {
   // Halo faces (radius 2) of a 512^3 grid of floats.
   const int n = 512, r = 2;
   const char *names[] = {"-x", "+x", "-y", "+y", "-z", "+z"};
-  for (int f = 0; f < 6; ++f) {
+  for (int f = 0; f < (reorder_only ? 0 : 6); ++f) {
     const int axis = f / 2;  // 0: x (fastest), 1: y, 2: z
     int sizes[3] = {n, n, n}, sub[3] = {n, n, n}, start[3] = {0, 0, 0};
     const int d = 2 - axis;  // C order: index 2 is x
@@ -195,8 +348,9 @@ int main(int argc, char **argv) {
     print(measure(std::string("halo") + names[f], "subarray", t, 1, 0, block, 0, int64_t(n) * n * n * 4, s), csv);
     MPI_Type_free(&t);
   }
+  const bool verified = reorder_rows(csv, s);
   if (csv) std::fclose(csv);
   cudaStreamDestroy(s);
   MPI_Finalize();
-  return 0;
+  return verified ? 0 : 1;
 }

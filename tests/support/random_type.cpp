@@ -1,5 +1,6 @@
 #include "random_type.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -16,6 +17,31 @@ TypeDesc RandomTypes::next() {
     const int64_t span = t.extent < 0 ? -t.extent : t.extent;
     if (span <= opt_.max_extent && t.size <= opt_.max_extent) return t;
   }
+}
+
+TypeDesc RandomTypes::permuted_subarray(int64_t max_side, int64_t max_elements) {
+  const int nd = int(uniform(2, 4));
+  std::vector<int64_t> sizes(nd);
+  for (;;) {
+    int64_t elements = 1;
+    for (int64_t &n : sizes) elements *= n = uniform(1, max_side);
+    if (elements <= max_elements) break;
+  }
+  TypeDesc t = gen_named();
+  std::vector<int64_t> strides(nd);  // bytes, dimension 0 fastest in memory
+  int64_t grid = t.extent, displacement = 0;
+  std::vector<int64_t> subsizes(nd);
+  for (int d = 0; d < nd; ++d) {
+    strides[d] = grid;
+    grid *= sizes[d];
+    subsizes[d] = uniform(1, sizes[d]);
+    displacement += uniform(0, sizes[d] - subsizes[d]) * strides[d];
+  }
+  std::vector<int> order(nd);  // order[0]: the packed order's fastest dimension
+  for (int d = 0; d < nd; ++d) order[d] = d;
+  std::shuffle(order.begin(), order.end(), rng_);
+  for (int d : order) t = desc::hvector(subsizes[d], 1, strides[d], t);
+  return desc::resized(0, grid, desc::hindexed_block(1, {displacement}, t));
 }
 
 TypeDesc RandomTypes::child(int depth) {

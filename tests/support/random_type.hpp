@@ -24,6 +24,11 @@ class RandomTypes {
  public:
   explicit RandomTypes(uint64_t seed, RandomTypeOptions opt = {}) : rng_(seed), opt_(opt) {}
   TypeDesc next();
+  // A subarray of an n-D grid (2 to 4 dimensions, at most `max_elements` elements of
+  // 1 to 16 bytes) whose packed order permutes the grid's dimensions, as transposes and
+  // pencil reshapes do: one-element hvectors nested in a random order, displaced to the
+  // subarray's start and resized to the whole grid (a count > 1 moves whole grids).
+  TypeDesc permuted_subarray(int64_t max_side, int64_t max_elements);
   int64_t uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
 
  private:

@@ -5,7 +5,9 @@
 # transpose (MPI_Alltoallw), each with zero-copy on (TEMPI_IPC=auto) and off.
 #   bash tools/gpu/zero_copy_round.sh        (env: MPIS, NS, FFT_NS, TESTS=0 skips the tests,
 #                                             SANITIZE=1 runs the 2-rank zero-copy test under
-#                                             compute-sanitizer memcheck and racecheck)
+#                                             compute-sanitizer memcheck and racecheck,
+#                                             MORE_TESTS="test_gpu_persistent ..." more programs
+#                                             of tests/gpu, each run on 2 ranks)
 set -uo pipefail
 top=${OUT:-gpu-out}
 mkdir -p "$top"
@@ -18,7 +20,9 @@ for mpi in ${MPIS:-mpich cuda-openmpi}; do
     export PKG_CONFIG_PATH=/opt/c2/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}
     b=build-zc-$mpi
     meson setup $b -Dmpi=$impl -Dgpu_arch=90 -Dmpiexec="$launcher" -Dmpiexec_args="$margs" > /tmp/setup-$mpi.log 2>&1 || { tail -20 /tmp/setup-$mpi.log; exit 1; }
-    ninja -C $b tools/tempi_halo tools/bench_alltoallw tests/gpu/test_gpu_zero_copy tests/gpu/test_gpu_coll > /tmp/build-$mpi.log 2>&1 || { grep error -A5 /tmp/build-$mpi.log | head -30; exit 1; }
+    more=""
+    for t in ${MORE_TESTS:-}; do more="$more tests/gpu/$t"; done
+    ninja -C $b tools/tempi_halo tools/bench_alltoallw tests/gpu/test_gpu_zero_copy tests/gpu/test_gpu_coll $more > /tmp/build-$mpi.log 2>&1 || { grep error -A5 /tmp/build-$mpi.log | head -30; exit 1; }
     echo "=== $mpi ($(grep -m1 'NCCL (tempi_halo only)' /tmp/setup-$mpi.log | tr -s ' '))"
     if [ "${TESTS:-1}" = 1 ]; then
       for n in 2 4; do
@@ -27,6 +31,10 @@ for mpi in ${MPIS:-mpich cuda-openmpi}; do
       done
       echo "--- gpu_coll 2 ranks (zero-copy inside)"
       TEMPI_LOG_LEVEL=info timeout 300 $launcher $margs -n 2 $b/tests/gpu/test_gpu_coll < /dev/null 2>&1 | grep -E "All tests|test cases|FAILED|zero-copy:" | head -8
+      for t in ${MORE_TESTS:-}; do
+        echo "--- $t 2 ranks"
+        timeout 300 $launcher $margs -n 2 $b/tests/gpu/$t < /dev/null 2>&1 | grep -E "All tests|test cases|FAILED|SKIP" | head -6
+      done
     fi
     if [ "${SANITIZE:-0}" = 1 ]; then
       for tool in memcheck racecheck; do

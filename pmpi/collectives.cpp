@@ -16,6 +16,7 @@
 #include "persistent.hpp"
 #include "requests.hpp"
 #include "runtime.hpp"
+#include "validate.hpp"
 #include "zero_copy.hpp"
 
 namespace tempi {
@@ -114,14 +115,24 @@ bool place_block(void *buf, const Block &b, const std::shared_ptr<const TypeInfo
 
 // ---- Side --------------------------------------------------------------------------------
 
+int check_types(const std::vector<Block> &blocks, MPI_Comm comm, const char *call) {
+  MPI_Datatype checked = MPI_DATATYPE_NULL;
+  for (const Block &b : blocks) {
+    if (b.count < 0) return raise_error(comm, MPI_ERR_COUNT, "%s: negative count %d", call, b.count);
+    if (b.type == MPI_DATATYPE_NULL) return raise_error(comm, MPI_ERR_TYPE, "%s: MPI_DATATYPE_NULL", call);
+    if (b.type == checked) continue;  // neighbouring blocks mostly share their type
+    std::shared_ptr<const TypeInfo> info;
+    if (const int err = check_datatype(comm, call, b.type, info)) return err;  // committed
+    checked = b.type;
+  }
+  return MPI_SUCCESS;
+}
+
 int Side::plan(void *buf, std::vector<Block> blocks, bool typed_only, MPI_Comm comm, const char *call) {
   user_ = buf;
   blocks_ = std::move(blocks);
-  for (const Block &b : blocks_) {
-    if (b.count < 0) return raise_error(comm, MPI_ERR_COUNT, "%s: negative count %d", call, b.count);
-    if (b.type == MPI_DATATYPE_NULL) return raise_error(comm, MPI_ERR_TYPE, "%s: MPI_DATATYPE_NULL", call);
-    stores_ = stores_ || b.store;
-  }
+  if (const int err = check_types(blocks_, comm, call)) return err;
+  for (const Block &b : blocks_) stores_ = stores_ || b.store;
   settle_other_threads();
   const bool aware = library_reads_gpu_ && !typed_only;
   const size_t n = blocks_.size();
@@ -996,6 +1007,8 @@ int alltoallv_as(const char *name, const void *sbuf, const int scounts[], const 
   if (rgpu)
     if (const int err = varying(g.peers(), rcounts, rdispls, rtype, in_place, true, comm, op->call, rblocks))
       return err;
+  if (const int err = check_types(sblocks, comm, op->call)) return err;  // before peers rely on this rank
+  if (const int err = check_types(rblocks, comm, op->call)) return err;
   ZeroCopyCall zc;
   if (!request && !g.inter) {
     const std::vector<int> all = every_rank(g.size);
@@ -1041,6 +1054,8 @@ int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const 
   if (rgpu)
     if (const int err = typed(g.peers(), rcounts, rdispls, rtypes, in_place, true, comm, op->call, rblocks))
       return err;
+  if (const int err = check_types(sblocks, comm, op->call)) return err;  // before peers rely on this rank
+  if (const int err = check_types(rblocks, comm, op->call)) return err;
   ZeroCopyCall zc;
   if (!request && !g.inter) {
     const std::vector<int> all = every_rank(g.size);
@@ -1262,6 +1277,8 @@ int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[
       return err;
     skip_null_peers(rblocks, sources);
   }
+  if (const int err = check_types(sblocks, comm, op->call)) return err;  // before peers rely on this rank
+  if (const int err = check_types(rblocks, comm, op->call)) return err;
   ZeroCopyCall zc;
   if (!request)
     if (const int err = zc.start(comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, dests,
@@ -1311,6 +1328,8 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
       return err;
     skip_null_peers(rblocks, sources);
   }
+  if (const int err = check_types(sblocks, comm, op->call)) return err;  // before peers rely on this rank
+  if (const int err = check_types(rblocks, comm, op->call)) return err;
   ZeroCopyCall zc;
   if (!request)
     if (const int err = zc.start(comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, dests,

@@ -48,6 +48,10 @@ struct Block {
   bool store = false;  // the library writes it: unpacked (or copied back) after the call
 };
 
+// MPI's checks of a buffer argument's blocks that the library no longer sees once TEMPI
+// rewires them: counts not negative, datatypes not null and committed. An MPI error code.
+int check_types(const std::vector<Block> &blocks, MPI_Comm comm, const char *call);
+
 // A block's plan placed at its data: GPU work starts at `typed` (the block's address, or
 // its first byte where the block's address lies outside the bytes it touches).
 struct PlacedBlock {

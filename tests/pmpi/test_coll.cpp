@@ -1121,6 +1121,17 @@ TEST_CASE("argument errors give MPI's error classes", "[coll][errors]") {
 #endif
   MPI_Request req = MPI_REQUEST_NULL;
   CHECK(cls(MPI_Ialltoall(s.get(), -1, MPI_INT, r.get(), 1, MPI_INT, comm, &req)) == MPI_ERR_COUNT);
+  // A type never committed: the library checks its own arguments; TEMPI, which hands it
+  // packed bytes instead, checks the user's.
+  MPI_Datatype uncommitted;
+  MPI_Type_vector(2, 1, 2, MPI_INT, &uncommitted);
+  CHECK(cls(MPI_Alltoall(s.get(), 1, uncommitted, r.get(), 2, MPI_INT, comm)) == MPI_ERR_TYPE);
+  std::vector<int> ones(size_t(g_size), 1), zeros(size_t(g_size), 0);
+  std::vector<MPI_Datatype> types(size_t(g_size), uncommitted);
+  CHECK(cls(MPI_Alltoallw(s.get(), ones.data(), zeros.data(), types.data(), r.get(), ones.data(), zeros.data(),
+                          types.data(), comm)) == MPI_ERR_TYPE);
+  CHECK(cls(MPI_Gather(s.get(), 1, uncommitted, r.get(), 2, MPI_INT, 0, comm)) == MPI_ERR_TYPE);
+  MPI_Type_free(&uncommitted);
   MPI_Comm_free(&comm);
 }
 

@@ -47,13 +47,37 @@ void print_build() {
   std::printf("  MPI (built against): %s\n", TEMPI_BUILD_MPI);
 }
 
+// Which visible GPU can read which (CUDA peer access): the pairs zero-copy collectives can
+// use between ranks of one node (docs/using.md, "Zero-copy collectives").
+void print_peer_access(tempi::Backend &b) {
+  const int n = b.device_count();
+  if (n < 2) return;
+  std::vector<std::string> ids;
+  for (int d = 0; d < n; ++d) {
+    const int previous = b.use_device(d);
+    ids.push_back(b.device_id());
+    b.use_device(previous);
+  }
+  std::string pairs;
+  for (int d = 0; d < n; ++d) {
+    const int previous = b.use_device(d);
+    for (int e = 0; e < n; ++e)
+      if (e != d && b.ipc_peer_access(ids[size_t(e)]))
+        pairs += (pairs.empty() ? "" : ", ") + std::to_string(d) + " reads " + std::to_string(e);
+    b.use_device(previous);
+  }
+  std::printf("  GPU peer access:     %s\n",
+              pairs.empty() ? "none (zero-copy cannot be used between GPUs)" : pairs.c_str());
+}
+
 void print_runtime() {
   tempi::Backend &b = tempi::gpu_backend();
   std::printf("run time:\n");
   std::printf("  MPI library:         %s\n", tempi::mpi_library_name().c_str());
-  if (b.has_gpu())
+  if (b.has_gpu()) {
     std::printf("  GPUs:                %d (this process: %s)\n", b.device_count(), b.device_name().c_str());
-  else
+    print_peer_access(b);
+  } else
     std::printf("  GPUs:                none (TEMPI forwards every call unchanged)\n");
   if (!tempi::active()) {
     std::printf("  TEMPI:               not active (TEMPI_DISABLE is set)\n");

@@ -20,9 +20,13 @@ std::atomic<long> g_counts[kCalls];
 void report() {
   int rank = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::printf("[counting tool] rank %d:", rank);
-  for (int c = 0; c < kCalls; ++c) std::printf(" %s %ld", kNames[c], g_counts[c].load());
-  std::printf("\n");
+  // One write for the whole line: mpiexec interleaves the ranks' output, and a line written
+  // piecewise (stdout may be unbuffered) can be split by another rank's lines.
+  char line[512];
+  int n = std::snprintf(line, sizeof line, "[counting tool] rank %d:", rank);
+  for (int c = 0; c < kCalls && n < int(sizeof line); ++c)
+    n += std::snprintf(line + n, sizeof line - size_t(n), " %s %ld", kNames[c], g_counts[c].load());
+  std::fprintf(stdout, "%s\n", line);
   std::fflush(stdout);
 }
 

@@ -55,6 +55,10 @@ struct IpcHandle {
   uint64_t buffer_id = 0;        // the allocation's identity in its process, never reused for another
   int64_t offset = 0;            // of the exported pointer from the allocation's first byte
   int64_t size = 0;              // of the allocation
+  // The allocation's first byte in its own process. A freed allocation's range may be given
+  // to a new one while a peer still maps the old one; CUDA may then answer the new handle
+  // with the old mapping, so a peer closes mappings of overlapping ranges first.
+  uint64_t base = 0;
 };
 
 class Backend {

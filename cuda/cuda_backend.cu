@@ -374,6 +374,7 @@ class CudaBackend final : public Backend {
     out.buffer_id = id;
     out.offset = int64_t(reinterpret_cast<CUdeviceptr>(ptr) - start);
     out.size = int64_t(size);
+    out.base = uint64_t(start);
     return Status::Ok;
   }
 

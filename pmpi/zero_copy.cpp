@@ -83,6 +83,7 @@ struct Mapping {
   int32_t pid;
   uint64_t buffer_id;
   void *base;
+  uint64_t peer_base, peer_size;  // the allocation's range in its own process
 };
 
 class Mappings {
@@ -96,6 +97,16 @@ class Mappings {
         list_.splice(list_.begin(), list_, it);
         *base = it->base;
         return Status::Ok;
+      }
+    // A mapping of an allocation whose range the new one overlaps is of a freed allocation:
+    // CUDA may answer the new handle with it (the old bytes, silently) or refuse the handle
+    // ("resource already mapped"), so it goes first.
+    for (auto it = list_.begin(); it != list_.end();)
+      if (it->pid == pid && it->peer_base < h.base + uint64_t(h.size) && h.base < it->peer_base + it->peer_size) {
+        gpu_backend().ipc_close(it->base);
+        it = list_.erase(it);
+      } else {
+        ++it;
       }
     Status st = gpu_backend().ipc_open(h, base);
     if (st != Status::Ok) {
@@ -113,7 +124,7 @@ class Mappings {
       if (st != Status::Ok) return st;
     }
     ++opened_;
-    list_.push_front({pid, h.buffer_id, *base});
+    list_.push_front({pid, h.buffer_id, *base, h.base, uint64_t(h.size)});
     while (list_.size() > kMax) {
       gpu_backend().ipc_close(list_.back().base);
       list_.pop_back();

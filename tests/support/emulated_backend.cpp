@@ -427,6 +427,7 @@ class EmulatedBackend final : public Backend {
     out.buffer_id = r->id;
     out.offset = int64_t(offset);
     out.size = int64_t(r->bytes);
+    out.base = uint64_t(reinterpret_cast<uintptr_t>(ptr)) - uint64_t(offset);
     return Status::Ok;
   }
   Status ipc_open(const IpcHandle &handle, void **base) override {

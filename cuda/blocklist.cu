@@ -1,0 +1,416 @@
+// Block-list pack and unpack, balanced by bytes of the packed stream.
+//
+// The stream bytes [first, last) are cut into 16-byte windows aligned to the packed
+// buffer's address. Each warp takes an equal contiguous share of the windows and its
+// lanes interleave (lane l takes every 32nd window), so the packed side moves as whole
+// aligned 16-byte words, coalesced, whatever the blocks' lengths. A lane finds the
+// block under its window from a cache of the run and pattern instance it used last,
+// else from the host-built index into the run list and a short binary search. A window
+// inside one block moves through the two aligned 16-byte words of the typed side that
+// hold it, realigned in registers (funnel shifts): the access width follows each
+// block's alignment, not the worst alignment of the plan, and narrower accesses happen
+// only at the edges of blocks, where they keep every access inside the block. A window
+// that spans several blocks is assembled (or dispersed) piece by piece.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "blocklist.hpp"
+#include "check.hpp"
+
+namespace tempi {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWindow = 16;
+// Windows per lane in flight: all their loads are issued before the first store.
+constexpr int kUnroll = 2;
+constexpr int64_t kWarpStep = 32 * kUnroll;  // windows a warp moves per step
+
+// Index entries per pattern at most: the index stays a small fraction of the runs.
+constexpr int64_t kMaxIndexEntries = int64_t(1) << 20;
+
+// Division by run-time divisors: 32-bit where every position and count fits 31 bits
+// (a fraction of the cost of 64-bit division), else 64-bit.
+template <bool Wide>
+__device__ __forceinline__ int64_t quot(int64_t n, int64_t d) {
+  return Wide ? n / d : int64_t(uint32_t(n) / uint32_t(d));
+}
+
+// Where one lane's walk stands: the pattern instance and the run it used last.
+struct Cursor {
+  int64_t inst_lo = 1, inst_hi = 0;  // stream bytes of the cached instance (none at first)
+  int64_t base = 0;                  // the instance's typed offset
+  int64_t run = -1;
+  int64_t run_lo = 1, run_hi = 0;    // pattern bytes of the cached run
+  BlockRun desc = {};
+};
+
+// A piece of the stream in the typed buffer: the offset of its first byte and the
+// bounds of the block that holds it (the bytes a kernel may touch around it).
+struct Piece {
+  int64_t typed, lo, hi;
+};
+
+__device__ void find_run(const BlockListTable &t, Cursor &c, int64_t o) {
+  int64_t r = c.run + 1;  // short runs are met in order: try the next one first
+  if (r >= t.nruns || o < t.starts[r] || o >= t.starts[r + 1]) {
+    int64_t lo = t.run_at[o >> t.shift], hi = t.run_at[(o >> t.shift) + 1];
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (t.starts[mid] <= o)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    r = lo;
+  }
+  c.run = r;
+  c.run_lo = t.starts[r];
+  c.run_hi = t.starts[r + 1];
+  c.desc = t.runs[r];
+}
+
+// The piece that starts at stream byte `pos`.
+template <bool Wide>
+__device__ Piece locate(const BlockListArgs &a, Cursor &c, int64_t pos) {
+  if (pos < c.inst_lo || pos >= c.inst_hi) {
+    int64_t inst = quot<Wide>(pos, a.pattern_size);
+    c.inst_lo = inst * a.pattern_size;
+    c.inst_hi = c.inst_lo + a.pattern_size;
+    int64_t base = a.start;
+    for (int d = 0; d < a.ndims; ++d) {
+      const int64_t q = quot<Wide>(inst, a.counts[d]);
+      base += (inst - q * a.counts[d]) * a.strides[d];
+      inst = q;
+    }
+    c.base = base;
+  }
+  const int64_t o = pos - c.inst_lo;
+  if (o < c.run_lo || o >= c.run_hi) find_run(a.table, c, o);
+  const int64_t into = o - c.run_lo;
+  const int64_t k = c.run_hi - c.run_lo == c.desc.length ? 0 : quot<Wide>(into, c.desc.length);
+  const int64_t lo = c.base + c.desc.typed + k * c.desc.stride;
+  return {lo + into - k * c.desc.length, lo, lo + c.desc.length};
+}
+
+// Bytes [lo, hi) of a 16-byte chunk, as offsets into it (clamped to [0, 16]).
+__device__ __forceinline__ int clamp16(int64_t x) { return int(x < 0 ? 0 : (x > kWindow ? kWindow : x)); }
+
+// The aligned 16-byte chunk at `at`, reading only its bytes [lo, hi) (the others are 0).
+__device__ __forceinline__ uint4 load_chunk(uint64_t at, int lo, int hi) {
+  if (lo == 0 && hi == kWindow) return *reinterpret_cast<const uint4 *>(at);
+  uint32_t w[4] = {0, 0, 0, 0};
+  if (lo < hi) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (lo <= 4 * k && hi >= 4 * k + 4) {
+        w[k] = *reinterpret_cast<const uint32_t *>(at + 4 * k);
+        continue;
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (4 * k + j >= lo && 4 * k + j < hi) w[k] |= uint32_t(*reinterpret_cast<const uint8_t *>(at + 4 * k + j)) << (8 * j);
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Writes bytes [lo, hi) of `v` to the aligned 16-byte chunk at `at`, with the widest
+// stores that stay inside them.
+__device__ __forceinline__ void store_chunk(uint64_t at, uint4 v, int lo, int hi) {
+  if (lo >= hi) return;
+  if (lo == 0 && hi == kWindow) {
+    *reinterpret_cast<uint4 *>(at) = v;
+    return;
+  }
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (lo <= 8 * h && hi >= 8 * h + 8) {
+      *reinterpret_cast<uint2 *>(at + 8 * h) = make_uint2(w[2 * h], w[2 * h + 1]);
+      continue;
+    }
+#pragma unroll
+    for (int k = 2 * h; k < 2 * h + 2; ++k) {
+      if (lo <= 4 * k && hi >= 4 * k + 4) {
+        *reinterpret_cast<uint32_t *>(at + 4 * k) = w[k];
+        continue;
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (4 * k + j >= lo && 4 * k + j < hi) *reinterpret_cast<uint8_t *>(at + 4 * k + j) = uint8_t(w[k] >> (8 * j));
+    }
+  }
+}
+
+// The 16 bytes that start at byte `s` (0-15) of the 32 bytes c0:c1.
+__device__ __forceinline__ uint4 realign(uint4 c0, uint4 c1, unsigned s) {
+  const uint32_t w[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+  const unsigned q = s >> 2, r = 8 * (s & 3);
+  uint32_t x[5];
+#pragma unroll
+  for (int k = 0; k < 5; ++k) x[k] = q == 0 ? w[k] : q == 1 ? w[k + 1] : q == 2 ? w[k + 2] : w[k + 3];
+  return make_uint4(__funnelshift_r(x[0], x[1], r), __funnelshift_r(x[1], x[2], r), __funnelshift_r(x[2], x[3], r),
+                    __funnelshift_r(x[3], x[4], r));
+}
+
+// `v` placed at byte `s` (0-15) of 32 bytes f0:f1 (the rest 0): the inverse of realign.
+__device__ __forceinline__ void frame(uint4 v, unsigned s, uint4 &f0, uint4 &f1) {
+  const uint32_t e[12] = {0, 0, 0, 0, v.x, v.y, v.z, v.w, 0, 0, 0, 0};
+  const unsigned q = s >> 2, r = 8 * (s & 3);
+  uint32_t x[9];
+#pragma unroll
+  for (int k = 0; k < 9; ++k) x[k] = q == 0 ? e[k + 3] : q == 1 ? e[k + 2] : q == 2 ? e[k + 1] : e[k];
+  f0 = make_uint4(__funnelshift_l(x[0], x[1], r), __funnelshift_l(x[1], x[2], r), __funnelshift_l(x[2], x[3], r),
+                  __funnelshift_l(x[3], x[4], r));
+  f1 = make_uint4(__funnelshift_l(x[4], x[5], r), __funnelshift_l(x[5], x[6], r), __funnelshift_l(x[6], x[7], r),
+                  __funnelshift_l(x[7], x[8], r));
+}
+
+__device__ __forceinline__ void set_word(uint32_t (&w)[4], int i, uint32_t v) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    if (k == i) w[k] = v;
+}
+
+__device__ __forceinline__ uint32_t get_word(const uint32_t (&w)[4], int i) {
+  uint32_t v = w[0];
+#pragma unroll
+  for (int k = 1; k < 4; ++k)
+    if (k == i) v = w[k];
+  return v;
+}
+
+// Bytes [x, x + m) of a window from typed address `at`: whole words where the piece
+// allows, else bytes (blocks shorter than a word, or misaligned ones).
+__device__ __forceinline__ void insert(uint32_t (&w)[4], int x, uint64_t at, int m) {
+  if (((at | uint64_t(x) | uint64_t(m)) & 3) == 0) {
+    for (int j = 0; j < m; j += 4) set_word(w, (x + j) >> 2, *reinterpret_cast<const uint32_t *>(at + j));
+    return;
+  }
+  for (int j = 0; j < m; ++j) {
+    const int b = x + j;
+    set_word(w, b >> 2, get_word(w, b >> 2) | uint32_t(*reinterpret_cast<const uint8_t *>(at + j)) << (8 * (b & 3)));
+  }
+}
+
+// The inverse of insert: bytes [x, x + m) of a window to typed address `at`.
+__device__ __forceinline__ void extract(const uint32_t (&w)[4], int x, uint64_t at, int m) {
+  if (((at | uint64_t(x) | uint64_t(m)) & 3) == 0) {
+    for (int j = 0; j < m; j += 4) *reinterpret_cast<uint32_t *>(at + j) = get_word(w, (x + j) >> 2);
+    return;
+  }
+  for (int j = 0; j < m; ++j) {
+    const int b = x + j;
+    *reinterpret_cast<uint8_t *>(at + j) = uint8_t(get_word(w, b >> 2) >> (8 * (b & 3)));
+  }
+}
+
+// What one launch moves: windows [0, nwin) of 16 bytes, window 0 at packed address
+// `window0` and stream position `stream0`; each warp takes `per_warp` of them.
+struct Launch {
+  uint64_t typed, window0;
+  int64_t stream0, nwin, per_warp;
+};
+
+// Bytes [e0, e1) of the window at stream position `ws`, gathered block by block; `p`
+// is the piece at ws + e0.
+template <bool Wide>
+__device__ uint4 assemble(const BlockListArgs &a, Cursor &c, Piece p, uint64_t typed, int64_t ws, int e0, int e1) {
+  uint32_t w[4] = {0, 0, 0, 0};
+  for (int x = e0;;) {
+    const int m = int(min(int64_t(e1 - x), p.hi - p.typed));
+    insert(w, x, typed + p.typed, m);
+    x += m;
+    if (x >= e1) break;
+    p = locate<Wide>(a, c, ws + x);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <bool Wide>
+__device__ void disperse(const BlockListArgs &a, Cursor &c, Piece p, uint64_t typed, int64_t ws, int e0, int e1,
+                         uint4 v) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  for (int x = e0;;) {
+    const int m = int(min(int64_t(e1 - x), p.hi - p.typed));
+    extract(w, x, typed + p.typed, m);
+    x += m;
+    if (x >= e1) break;
+    p = locate<Wide>(a, c, ws + x);
+  }
+}
+
+template <bool Wide>
+__global__ void __launch_bounds__(kThreads) gather(const BlockListArgs a, const Launch l) {
+  const int64_t warp = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32;
+  const int64_t end = min(l.nwin, (warp + 1) * l.per_warp);
+  Cursor c;
+  for (int64_t w = warp * l.per_warp + threadIdx.x % 32; w < end; w += kWarpStep) {
+    uint4 c0[kUnroll], c1[kUnroll];
+    unsigned shift[kUnroll];
+    int e0[kUnroll], e1[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t ws = l.stream0 + (w + 32 * u) * kWindow;
+      e0[u] = clamp16(a.first - ws);
+      e1[u] = w + 32 * u < end ? clamp16(a.last - ws) : 0;
+      shift[u] = 0;
+      if (e0[u] >= e1[u]) continue;
+      const Piece p = locate<Wide>(a, c, ws + e0[u]);
+      if (p.hi - p.typed >= e1[u] - e0[u]) {  // one block: the aligned chunks that hold the window
+        const uint64_t t0 = l.typed + p.typed - e0[u], at = t0 & ~uint64_t(kWindow - 1);
+        const int64_t lo = int64_t(l.typed + p.lo - at), hi = int64_t(l.typed + p.hi - at);
+        shift[u] = unsigned(t0 - at);
+        c0[u] = load_chunk(at, clamp16(lo), clamp16(hi));
+        c1[u] = shift[u] ? load_chunk(at + kWindow, clamp16(lo - kWindow), clamp16(hi - kWindow)) : make_uint4(0, 0, 0, 0);
+      } else {
+        c0[u] = assemble<Wide>(a, c, p, l.typed, ws, e0[u], e1[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (e0[u] < e1[u])
+        store_chunk(l.window0 + (w + 32 * u) * kWindow, shift[u] ? realign(c0[u], c1[u], shift[u]) : c0[u], e0[u],
+                    e1[u]);
+  }
+}
+
+template <bool Wide>
+__global__ void __launch_bounds__(kThreads) scatter(const BlockListArgs a, const Launch l) {
+  const int64_t warp = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32;
+  const int64_t end = min(l.nwin, (warp + 1) * l.per_warp);
+  Cursor c;
+  for (int64_t w = warp * l.per_warp + threadIdx.x % 32; w < end; w += kWarpStep) {
+    uint4 v[kUnroll];
+    int e0[kUnroll], e1[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t ws = l.stream0 + (w + 32 * u) * kWindow;
+      e0[u] = clamp16(a.first - ws);
+      e1[u] = w + 32 * u < end ? clamp16(a.last - ws) : 0;
+      if (e0[u] < e1[u]) v[u] = load_chunk(l.window0 + (w + 32 * u) * kWindow, e0[u], e1[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (e0[u] >= e1[u]) continue;
+      const int64_t ws = l.stream0 + (w + 32 * u) * kWindow;
+      const Piece p = locate<Wide>(a, c, ws + e0[u]);
+      if (p.hi - p.typed < e1[u] - e0[u]) {
+        disperse<Wide>(a, c, p, l.typed, ws, e0[u], e1[u], v[u]);
+        continue;
+      }
+      // One block: the window's bytes placed at their alignment in the typed chunks.
+      const uint64_t t0 = l.typed + p.typed - e0[u], at = t0 & ~uint64_t(kWindow - 1);
+      const int s = int(t0 - at);
+      uint4 f0, f1;
+      frame(v[u], unsigned(s), f0, f1);
+      store_chunk(at, f0, s + e0[u], min(s + e1[u], kWindow));
+      store_chunk(at + kWindow, f1, max(s + e0[u] - kWindow, 0), s + e1[u] - kWindow);
+    }
+  }
+}
+
+// Resident warps of a kernel on the current device: the most warps worth launching.
+template <typename Kernel>
+int64_t resident_warps(Kernel kernel) {
+  int dev = 0, sms = 1, per_sm = 1;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0);
+  return int64_t(sms) * std::max(per_sm, 1) * (kThreads / 32);
+}
+
+template <bool Wide>
+Status launch(const BlockListArgs &a, uint64_t typed, uint64_t packed, bool to_packed, cudaStream_t stream) {
+  static const int64_t gather_warps = resident_warps(gather<Wide>), scatter_warps = resident_warps(scatter<Wide>);
+  const int64_t phase = int64_t(packed % kWindow);
+  Launch l;
+  l.typed = typed;
+  l.window0 = packed - uint64_t(phase);
+  l.stream0 = a.first - phase;
+  l.nwin = (phase + a.last - a.first + kWindow - 1) / kWindow;
+  // Equal shares of whole warp steps, as many as the GPU holds at once.
+  const int64_t steps = (l.nwin + kWarpStep - 1) / kWarpStep;
+  const int64_t warps = std::min(steps, to_packed ? gather_warps : scatter_warps);
+  l.per_warp = (steps + warps - 1) / warps * kWarpStep;
+  const int64_t blocks = ((l.nwin + l.per_warp - 1) / l.per_warp + kThreads / 32 - 1) / (kThreads / 32);
+  if (to_packed)
+    gather<Wide><<<unsigned(blocks), kThreads, 0, stream>>>(a, l);
+  else
+    scatter<Wide><<<unsigned(blocks), kThreads, 0, stream>>>(a, l);
+  TEMPI_CUDA(cudaGetLastError());
+  return Status::Ok;
+}
+
+// Whether every position, count and division of the launch fits 31 bits.
+bool fits_narrow(const BlockListArgs &a) {
+  const int64_t limit = int64_t(1) << 31;
+  if (a.last + kWindow >= limit || a.pattern_size >= limit) return false;
+  for (int d = 0; d < a.ndims; ++d)
+    if (a.counts[d] >= limit) return false;
+  return true;
+}
+
+int floor_log2(uint64_t x) {
+  int n = 0;
+  while (x >>= 1) ++n;
+  return n;
+}
+
+}  // namespace
+
+BlockListImage blocklist_image(const Plan &plan) {
+  BlockListImage im;
+  int64_t packed = 0;
+  for (const Run &r : plan.pattern) {
+    if (r.length <= 0 || r.count <= 0) continue;
+    im.starts.push_back(packed);
+    im.runs.push_back({r.offset, r.stride, r.length});
+    packed += r.length * r.count;
+  }
+  im.starts.push_back(packed);
+  const int64_t nruns = int64_t(im.runs.size());
+  if (nruns == 0) return im;
+  // About one run per index entry (a search of a step or two), at least 16 bytes each.
+  im.shift = std::max(4, floor_log2(uint64_t(packed / nruns)));
+  while (((packed - 1) >> im.shift) + 1 > kMaxIndexEntries) ++im.shift;
+  const int64_t entries = ((packed - 1) >> im.shift) + 1;
+  im.run_at.resize(size_t(entries + 1));
+  int64_t r = 0;
+  for (int64_t e = 0; e < entries; ++e) {
+    while (im.starts[size_t(r + 1)] <= (e << im.shift)) ++r;
+    im.run_at[size_t(e)] = uint32_t(r);
+  }
+  im.run_at[size_t(entries)] = uint32_t(nruns - 1);
+  return im;
+}
+
+size_t BlockListImage::bytes() const {
+  return starts.size() * sizeof(int64_t) + runs.size() * sizeof(BlockRun) + run_at.size() * sizeof(uint32_t);
+}
+
+void BlockListImage::lay_out(void *host, void *device, BlockListTable &t) const {
+  char *h = static_cast<char *>(host), *d = static_cast<char *>(device);
+  const size_t s = starts.size() * sizeof(int64_t), r = runs.size() * sizeof(BlockRun);
+  std::memcpy(h, starts.data(), s);
+  std::memcpy(h + s, runs.data(), r);
+  std::memcpy(h + s + r, run_at.data(), run_at.size() * sizeof(uint32_t));
+  t.starts = reinterpret_cast<const int64_t *>(d);
+  t.runs = reinterpret_cast<const BlockRun *>(d + s);
+  t.run_at = reinterpret_cast<const uint32_t *>(d + s + r);
+  t.nruns = int64_t(runs.size());
+  t.shift = shift;
+}
+
+Status launch_blocklist(const BlockListArgs &a, const void *typed, void *packed, bool to_packed,
+                        cudaStream_t stream) {
+  if (a.last <= a.first || a.table.nruns == 0) return Status::Ok;
+  const uint64_t t = reinterpret_cast<uintptr_t>(typed), p = reinterpret_cast<uintptr_t>(packed);
+  return fits_narrow(a) ? launch<false>(a, t, p, to_packed, stream) : launch<true>(a, t, p, to_packed, stream);
+}
+
+}  // namespace tempi

@@ -54,23 +54,31 @@ struct Piece {
   int64_t typed, lo, hi;
 };
 
+// Moves the cursor to the run that holds pattern byte `o`. The loads for the two ways
+// of finding it (the run after the cached one, which short runs meet in order, and the
+// index) are independent, so that their latencies overlap.
 __device__ void find_run(const BlockListTable &t, Cursor &c, int64_t o) {
-  int64_t r = c.run + 1;  // short runs are met in order: try the next one first
-  if (r >= t.nruns || o < t.starts[r] || o >= t.starts[r + 1]) {
-    int64_t lo = t.run_at[o >> t.shift], hi = t.run_at[(o >> t.shift) + 1];
-    while (lo < hi) {
-      const int64_t mid = (lo + hi + 1) / 2;
-      if (t.starts[mid] <= o)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    r = lo;
+  const int64_t next = c.run + 1, e = o >> t.shift;
+  const int64_t next_end = t.starts[min(next + 1, t.nruns)];
+  int64_t lo = t.run_at[e], hi = t.run_at[e + 1];
+  if (next < t.nruns && o >= c.run_hi && o < next_end) {  // the next run starts where the cached one ends
+    c.run = next;
+    c.run_lo = c.run_hi;
+    c.run_hi = next_end;
+    c.desc = t.runs[next];
+    return;
   }
-  c.run = r;
-  c.run_lo = t.starts[r];
-  c.run_hi = t.starts[r + 1];
-  c.desc = t.runs[r];
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (t.starts[mid] <= o)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  c.run = lo;
+  c.run_lo = t.starts[lo];
+  c.run_hi = t.starts[lo + 1];
+  c.desc = t.runs[lo];
 }
 
 // The piece that starts at stream byte `pos`.
@@ -170,43 +178,47 @@ __device__ __forceinline__ void frame(uint4 v, unsigned s, uint4 &f0, uint4 &f1)
                   __funnelshift_l(x[7], x[8], r));
 }
 
-__device__ __forceinline__ void set_word(uint32_t (&w)[4], int i, uint32_t v) {
-#pragma unroll
-  for (int k = 0; k < 4; ++k)
-    if (k == i) w[k] = v;
+// The aligned typed chunks under a window, before realignment: the window's byte 0 is
+// byte `shift` of c0:c1.
+struct Raw {
+  uint4 c0, c1;
+  unsigned shift;
+};
+
+// Loads the chunks under the 16 bytes from typed address `t0`, reading only bytes in
+// [lo, hi) (a block, so that no access leaves it).
+__device__ __forceinline__ Raw load_window(uint64_t t0, uint64_t lo, uint64_t hi) {
+  const uint64_t at = t0 & ~uint64_t(kWindow - 1);
+  const int64_t l = int64_t(lo - at), h = int64_t(hi - at);
+  Raw r;
+  r.shift = unsigned(t0 - at);
+  r.c0 = load_chunk(at, clamp16(l), clamp16(h));
+  r.c1 = r.shift ? load_chunk(at + kWindow, clamp16(l - kWindow), clamp16(h - kWindow)) : make_uint4(0, 0, 0, 0);
+  return r;
 }
 
-__device__ __forceinline__ uint32_t get_word(const uint32_t (&w)[4], int i) {
-  uint32_t v = w[0];
-#pragma unroll
-  for (int k = 1; k < 4; ++k)
-    if (k == i) v = w[k];
-  return v;
+__device__ __forceinline__ uint4 aligned(const Raw &r) { return r.shift ? realign(r.c0, r.c1, r.shift) : r.c0; }
+
+// Writes bytes [x0, x1) of the window `v` to typed address t0 + x0.
+__device__ __forceinline__ void store_window(uint4 v, uint64_t t0, int x0, int x1) {
+  const uint64_t at = t0 & ~uint64_t(kWindow - 1);
+  const int s = int(t0 - at);
+  uint4 f0, f1;
+  frame(v, unsigned(s), f0, f1);
+  store_chunk(at, f0, s + x0, min(s + x1, kWindow));
+  store_chunk(at + kWindow, f1, max(s + x0 - kWindow, 0), s + x1 - kWindow);
 }
 
-// Bytes [x, x + m) of a window from typed address `at`: whole words where the piece
-// allows, else bytes (blocks shorter than a word, or misaligned ones).
-__device__ __forceinline__ void insert(uint32_t (&w)[4], int x, uint64_t at, int m) {
-  if (((at | uint64_t(x) | uint64_t(m)) & 3) == 0) {
-    for (int j = 0; j < m; j += 4) set_word(w, (x + j) >> 2, *reinterpret_cast<const uint32_t *>(at + j));
-    return;
-  }
-  for (int j = 0; j < m; ++j) {
-    const int b = x + j;
-    set_word(w, b >> 2, get_word(w, b >> 2) | uint32_t(*reinterpret_cast<const uint8_t *>(at + j)) << (8 * (b & 3)));
-  }
+// Bytes [x0, x1) of `from` replace those of `into`.
+__device__ __forceinline__ uint32_t merge_word(uint32_t into, uint32_t from, int k, int x0, int x1) {
+  const int lo = max(min(x0 - 4 * k, 4), 0), hi = max(min(x1 - 4 * k, 4), 0);
+  const uint32_t mask = uint32_t((uint64_t(1) << (8 * hi)) - (uint64_t(1) << (8 * lo)));
+  return (into & ~mask) | (from & mask);
 }
 
-// The inverse of insert: bytes [x, x + m) of a window to typed address `at`.
-__device__ __forceinline__ void extract(const uint32_t (&w)[4], int x, uint64_t at, int m) {
-  if (((at | uint64_t(x) | uint64_t(m)) & 3) == 0) {
-    for (int j = 0; j < m; j += 4) *reinterpret_cast<uint32_t *>(at + j) = get_word(w, (x + j) >> 2);
-    return;
-  }
-  for (int j = 0; j < m; ++j) {
-    const int b = x + j;
-    *reinterpret_cast<uint8_t *>(at + j) = uint8_t(get_word(w, b >> 2) >> (8 * (b & 3)));
-  }
+__device__ __forceinline__ uint4 merge(uint4 into, uint4 from, int x0, int x1) {
+  return make_uint4(merge_word(into.x, from.x, 0, x0, x1), merge_word(into.y, from.y, 1, x0, x1),
+                    merge_word(into.z, from.z, 2, x0, x1), merge_word(into.w, from.w, 3, x0, x1));
 }
 
 // What one launch moves: windows [0, nwin) of 16 bytes, window 0 at packed address
@@ -220,26 +232,25 @@ struct Launch {
 // is the piece at ws + e0.
 template <bool Wide>
 __device__ uint4 assemble(const BlockListArgs &a, Cursor &c, Piece p, uint64_t typed, int64_t ws, int e0, int e1) {
-  uint32_t w[4] = {0, 0, 0, 0};
+  uint4 v = make_uint4(0, 0, 0, 0);
   for (int x = e0;;) {
     const int m = int(min(int64_t(e1 - x), p.hi - p.typed));
-    insert(w, x, typed + p.typed, m);
+    v = merge(v, aligned(load_window(typed + p.typed - x, typed + p.lo, typed + p.hi)), x, x + m);
     x += m;
-    if (x >= e1) break;
+    if (x >= e1) return v;
     p = locate<Wide>(a, c, ws + x);
   }
-  return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// Bytes [e0, e1) of the window `v` at stream position `ws`, dispersed block by block.
 template <bool Wide>
 __device__ void disperse(const BlockListArgs &a, Cursor &c, Piece p, uint64_t typed, int64_t ws, int e0, int e1,
                          uint4 v) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
   for (int x = e0;;) {
     const int m = int(min(int64_t(e1 - x), p.hi - p.typed));
-    extract(w, x, typed + p.typed, m);
+    store_window(v, typed + p.typed - x, x, x + m);
     x += m;
-    if (x >= e1) break;
+    if (x >= e1) return;
     p = locate<Wide>(a, c, ws + x);
   }
 }
@@ -250,32 +261,25 @@ __global__ void __launch_bounds__(kThreads) gather(const BlockListArgs a, const 
   const int64_t end = min(l.nwin, (warp + 1) * l.per_warp);
   Cursor c;
   for (int64_t w = warp * l.per_warp + threadIdx.x % 32; w < end; w += kWarpStep) {
-    uint4 c0[kUnroll], c1[kUnroll];
-    unsigned shift[kUnroll];
+    Raw raw[kUnroll];
     int e0[kUnroll], e1[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t ws = l.stream0 + (w + 32 * u) * kWindow;
       e0[u] = clamp16(a.first - ws);
       e1[u] = w + 32 * u < end ? clamp16(a.last - ws) : 0;
-      shift[u] = 0;
       if (e0[u] >= e1[u]) continue;
       const Piece p = locate<Wide>(a, c, ws + e0[u]);
-      if (p.hi - p.typed >= e1[u] - e0[u]) {  // one block: the aligned chunks that hold the window
-        const uint64_t t0 = l.typed + p.typed - e0[u], at = t0 & ~uint64_t(kWindow - 1);
-        const int64_t lo = int64_t(l.typed + p.lo - at), hi = int64_t(l.typed + p.hi - at);
-        shift[u] = unsigned(t0 - at);
-        c0[u] = load_chunk(at, clamp16(lo), clamp16(hi));
-        c1[u] = shift[u] ? load_chunk(at + kWindow, clamp16(lo - kWindow), clamp16(hi - kWindow)) : make_uint4(0, 0, 0, 0);
+      if (p.hi - p.typed >= e1[u] - e0[u]) {  // one block: realigned after every load is issued
+        raw[u] = load_window(l.typed + p.typed - e0[u], l.typed + p.lo, l.typed + p.hi);
       } else {
-        c0[u] = assemble<Wide>(a, c, p, l.typed, ws, e0[u], e1[u]);
+        raw[u].c0 = assemble<Wide>(a, c, p, l.typed, ws, e0[u], e1[u]);
+        raw[u].shift = 0;
       }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (e0[u] < e1[u])
-        store_chunk(l.window0 + (w + 32 * u) * kWindow, shift[u] ? realign(c0[u], c1[u], shift[u]) : c0[u], e0[u],
-                    e1[u]);
+      if (e0[u] < e1[u]) store_chunk(l.window0 + (w + 32 * u) * kWindow, aligned(raw[u]), e0[u], e1[u]);
   }
 }
 
@@ -299,17 +303,10 @@ __global__ void __launch_bounds__(kThreads) scatter(const BlockListArgs a, const
       if (e0[u] >= e1[u]) continue;
       const int64_t ws = l.stream0 + (w + 32 * u) * kWindow;
       const Piece p = locate<Wide>(a, c, ws + e0[u]);
-      if (p.hi - p.typed < e1[u] - e0[u]) {
+      if (p.hi - p.typed >= e1[u] - e0[u])
+        store_window(v[u], l.typed + p.typed - e0[u], e0[u], e1[u]);
+      else
         disperse<Wide>(a, c, p, l.typed, ws, e0[u], e1[u], v[u]);
-        continue;
-      }
-      // One block: the window's bytes placed at their alignment in the typed chunks.
-      const uint64_t t0 = l.typed + p.typed - e0[u], at = t0 & ~uint64_t(kWindow - 1);
-      const int s = int(t0 - at);
-      uint4 f0, f1;
-      frame(v[u], unsigned(s), f0, f1);
-      store_chunk(at, f0, s + e0[u], min(s + e1[u], kWindow));
-      store_chunk(at + kWindow, f1, max(s + e0[u] - kWindow, 0), s + e1[u] - kWindow);
     }
   }
 }

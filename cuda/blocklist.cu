@@ -23,11 +23,14 @@ namespace tempi {
 
 namespace {
 
+// Three blocks of 256 threads per multiprocessor: at most 85 registers a thread, which
+// the general path of a group needs (at 64 it spills).
 constexpr int kThreads = 256;
 constexpr int kWindow = 16;
-// Windows per lane in flight: all their loads are issued before the first store.
-constexpr int kUnroll = 2;
-constexpr int64_t kWarpStep = 32 * kUnroll;  // windows a warp moves per step
+// Consecutive windows per lane and step: their loads are all issued before the first
+// store, and a lane realigns across its own chunks (kGroup + 1 loads for kGroup windows).
+constexpr int kGroup = 4;
+constexpr int64_t kWarpStep = 32 * kGroup;  // windows a warp moves per step
 
 // Index entries per pattern at most: the index stays a small fraction of the runs.
 constexpr int64_t kMaxIndexEntries = int64_t(1) << 20;
@@ -165,19 +168,6 @@ __device__ __forceinline__ uint4 realign(uint4 c0, uint4 c1, unsigned s) {
                     __funnelshift_r(x[3], x[4], r));
 }
 
-// `v` placed at byte `s` (0-15) of 32 bytes f0:f1 (the rest 0): the inverse of realign.
-__device__ __forceinline__ void frame(uint4 v, unsigned s, uint4 &f0, uint4 &f1) {
-  const uint32_t e[12] = {0, 0, 0, 0, v.x, v.y, v.z, v.w, 0, 0, 0, 0};
-  const unsigned q = s >> 2, r = 8 * (s & 3);
-  uint32_t x[9];
-#pragma unroll
-  for (int k = 0; k < 9; ++k) x[k] = q == 0 ? e[k + 3] : q == 1 ? e[k + 2] : q == 2 ? e[k + 1] : e[k];
-  f0 = make_uint4(__funnelshift_l(x[0], x[1], r), __funnelshift_l(x[1], x[2], r), __funnelshift_l(x[2], x[3], r),
-                  __funnelshift_l(x[3], x[4], r));
-  f1 = make_uint4(__funnelshift_l(x[4], x[5], r), __funnelshift_l(x[5], x[6], r), __funnelshift_l(x[6], x[7], r),
-                  __funnelshift_l(x[7], x[8], r));
-}
-
 // The aligned typed chunks under a window, before realignment: the window's byte 0 is
 // byte `shift` of c0:c1.
 struct Raw {
@@ -199,14 +189,15 @@ __device__ __forceinline__ Raw load_window(uint64_t t0, uint64_t lo, uint64_t hi
 
 __device__ __forceinline__ uint4 aligned(const Raw &r) { return r.shift ? realign(r.c0, r.c1, r.shift) : r.c0; }
 
-// Writes bytes [x0, x1) of the window `v` to typed address t0 + x0.
+// Writes bytes [x0, x1) of the window `v` to typed address t0 + x0: the window lies
+// across two aligned typed chunks at byte `s` of the first.
 __device__ __forceinline__ void store_window(uint4 v, uint64_t t0, int x0, int x1) {
   const uint64_t at = t0 & ~uint64_t(kWindow - 1);
   const int s = int(t0 - at);
-  uint4 f0, f1;
-  frame(v, unsigned(s), f0, f1);
-  store_chunk(at, f0, s + x0, min(s + x1, kWindow));
-  store_chunk(at + kWindow, f1, max(s + x0 - kWindow, 0), s + x1 - kWindow);
+  if (s == 0) return store_chunk(at, v, x0, x1);
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  store_chunk(at, realign(zero, v, unsigned(kWindow - s)), s + x0, min(s + x1, kWindow));
+  store_chunk(at + kWindow, realign(v, zero, unsigned(kWindow - s)), max(s + x0 - kWindow, 0), s + x1 - kWindow);
 }
 
 // Bytes [x0, x1) of `from` replace those of `into`.
@@ -227,6 +218,28 @@ struct Launch {
   uint64_t typed, window0;
   int64_t stream0, nwin, per_warp;
 };
+
+// A lane's group of kGroup consecutive windows, from window `g` of the launch.
+struct Group {
+  int64_t ws;   // stream position of its first byte (window g's start)
+  int64_t n;    // windows of the group in the warp's share
+  bool whole;   // all kGroup windows in the share and in [first, last)
+};
+
+__device__ __forceinline__ Group group_at(const BlockListArgs &a, const Launch &l, int64_t g, int64_t end) {
+  Group gr;
+  gr.ws = l.stream0 + g * kWindow;
+  gr.n = min(int64_t(kGroup), end - g);
+  gr.whole = gr.n == kGroup && gr.ws >= a.first && gr.ws + kGroup * kWindow <= a.last;
+  return gr;
+}
+
+// Stream bytes [e0, e1) of window k of a group, as offsets into the window.
+__device__ __forceinline__ void window_bytes(const BlockListArgs &a, const Group &gr, int k, int &e0, int &e1) {
+  const int64_t ws = gr.ws + k * kWindow;
+  e0 = clamp16(a.first - ws);
+  e1 = k < gr.n ? clamp16(a.last - ws) : 0;
+}
 
 // Bytes [e0, e1) of the window at stream position `ws`, gathered block by block; `p`
 // is the piece at ws + e0.
@@ -255,58 +268,106 @@ __device__ void disperse(const BlockListArgs &a, Cursor &c, Piece p, uint64_t ty
   }
 }
 
+// Pack. Each lane moves groups of kGroup consecutive windows. A group inside one block
+// (the common case for blocks of 64 bytes and more) reads the kGroup + 1 aligned typed
+// chunks under it, the inner ones without any check, and realigns each window from two
+// of them; other groups go window by window.
 template <bool Wide>
-__global__ void __launch_bounds__(kThreads) gather(const BlockListArgs a, const Launch l) {
+__global__ void __launch_bounds__(kThreads, 3) gather(const BlockListArgs a, const Launch l) {
   const int64_t warp = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32;
   const int64_t end = min(l.nwin, (warp + 1) * l.per_warp);
   Cursor c;
-  for (int64_t w = warp * l.per_warp + threadIdx.x % 32; w < end; w += kWarpStep) {
-    Raw raw[kUnroll];
-    int e0[kUnroll], e1[kUnroll];
+  for (int64_t g = warp * l.per_warp + (threadIdx.x % 32) * kGroup; g < end; g += kWarpStep) {
+    const Group gr = group_at(a, l, g, end);
+    const uint64_t out = l.window0 + g * kWindow;
+    if (gr.whole) {
+      const Piece p = locate<Wide>(a, c, gr.ws);
+      if (p.hi - p.typed >= kGroup * kWindow) {
+        const uint64_t t0 = l.typed + p.typed, at = t0 & ~uint64_t(kWindow - 1);
+        const unsigned s = unsigned(t0 - at);
+        const int64_t lo = int64_t(l.typed + p.lo - at), hi = int64_t(l.typed + p.hi - at);
+        uint4 ch[kGroup + 1];
+        ch[0] = load_chunk(at, clamp16(lo), clamp16(hi));
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t ws = l.stream0 + (w + 32 * u) * kWindow;
-      e0[u] = clamp16(a.first - ws);
-      e1[u] = w + 32 * u < end ? clamp16(a.last - ws) : 0;
-      if (e0[u] >= e1[u]) continue;
-      const Piece p = locate<Wide>(a, c, ws + e0[u]);
-      if (p.hi - p.typed >= e1[u] - e0[u]) {  // one block: realigned after every load is issued
-        raw[u] = load_window(l.typed + p.typed - e0[u], l.typed + p.lo, l.typed + p.hi);
+        for (int k = 1; k < kGroup; ++k) ch[k] = *reinterpret_cast<const uint4 *>(at + k * kWindow);
+        ch[kGroup] = s ? load_chunk(at + kGroup * kWindow, clamp16(lo - kGroup * kWindow), clamp16(hi - kGroup * kWindow))
+                       : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int k = 0; k < kGroup; ++k)
+          *reinterpret_cast<uint4 *>(out + k * kWindow) = s ? realign(ch[k], ch[k + 1], s) : ch[k];
+        continue;
+      }
+    }
+    // Window by window; windows inside one block are realigned after every load is issued.
+    Raw raw[kGroup];
+    int e0[kGroup], e1[kGroup];
+#pragma unroll
+    for (int k = 0; k < kGroup; ++k) {
+      window_bytes(a, gr, k, e0[k], e1[k]);
+      if (e0[k] >= e1[k]) continue;
+      const int64_t ws = gr.ws + k * kWindow;
+      const Piece p = locate<Wide>(a, c, ws + e0[k]);
+      if (p.hi - p.typed >= e1[k] - e0[k]) {
+        raw[k] = load_window(l.typed + p.typed - e0[k], l.typed + p.lo, l.typed + p.hi);
       } else {
-        raw[u].c0 = assemble<Wide>(a, c, p, l.typed, ws, e0[u], e1[u]);
-        raw[u].shift = 0;
+        raw[k].c0 = assemble<Wide>(a, c, p, l.typed, ws, e0[k], e1[k]);
+        raw[k].shift = 0;
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (e0[u] < e1[u]) store_chunk(l.window0 + (w + 32 * u) * kWindow, aligned(raw[u]), e0[u], e1[u]);
+    for (int k = 0; k < kGroup; ++k)
+      if (e0[k] < e1[k]) store_chunk(out + k * kWindow, aligned(raw[k]), e0[k], e1[k]);
   }
 }
 
+// Unpack, the mirror image: a group inside one block writes the aligned typed chunks
+// under it, the inner ones whole and the two at its ends in part.
 template <bool Wide>
-__global__ void __launch_bounds__(kThreads) scatter(const BlockListArgs a, const Launch l) {
+__global__ void __launch_bounds__(kThreads, 3) scatter(const BlockListArgs a, const Launch l) {
   const int64_t warp = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32;
   const int64_t end = min(l.nwin, (warp + 1) * l.per_warp);
   Cursor c;
-  for (int64_t w = warp * l.per_warp + threadIdx.x % 32; w < end; w += kWarpStep) {
-    uint4 v[kUnroll];
-    int e0[kUnroll], e1[kUnroll];
+  for (int64_t g = warp * l.per_warp + (threadIdx.x % 32) * kGroup; g < end; g += kWarpStep) {
+    const Group gr = group_at(a, l, g, end);
+    const uint64_t in = l.window0 + g * kWindow;
+    uint4 v[kGroup];
+    int e0[kGroup], e1[kGroup];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t ws = l.stream0 + (w + 32 * u) * kWindow;
-      e0[u] = clamp16(a.first - ws);
-      e1[u] = w + 32 * u < end ? clamp16(a.last - ws) : 0;
-      if (e0[u] < e1[u]) v[u] = load_chunk(l.window0 + (w + 32 * u) * kWindow, e0[u], e1[u]);
+    for (int k = 0; k < kGroup; ++k) {
+      window_bytes(a, gr, k, e0[k], e1[k]);
+      if (gr.whole)
+        v[k] = *reinterpret_cast<const uint4 *>(in + k * kWindow);
+      else if (e0[k] < e1[k])
+        v[k] = load_chunk(in + k * kWindow, e0[k], e1[k]);
+    }
+    if (gr.whole) {
+      const Piece p = locate<Wide>(a, c, gr.ws);
+      if (p.hi - p.typed >= kGroup * kWindow) {
+        const uint64_t t0 = l.typed + p.typed, at = t0 & ~uint64_t(kWindow - 1);
+        const int s = int(t0 - at);
+        if (s == 0) {
+#pragma unroll
+          for (int k = 0; k < kGroup; ++k) *reinterpret_cast<uint4 *>(at + k * kWindow) = v[k];
+        } else {
+          const uint4 zero = make_uint4(0, 0, 0, 0);
+          const unsigned r = unsigned(kWindow - s);
+          store_chunk(at, realign(zero, v[0], r), s, kWindow);
+#pragma unroll
+          for (int k = 1; k < kGroup; ++k) *reinterpret_cast<uint4 *>(at + k * kWindow) = realign(v[k - 1], v[k], r);
+          store_chunk(at + kGroup * kWindow, realign(v[kGroup - 1], zero, r), 0, s);
+        }
+        continue;
+      }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (e0[u] >= e1[u]) continue;
-      const int64_t ws = l.stream0 + (w + 32 * u) * kWindow;
-      const Piece p = locate<Wide>(a, c, ws + e0[u]);
-      if (p.hi - p.typed >= e1[u] - e0[u])
-        store_window(v[u], l.typed + p.typed - e0[u], e0[u], e1[u]);
+    for (int k = 0; k < kGroup; ++k) {
+      if (e0[k] >= e1[k]) continue;
+      const int64_t ws = gr.ws + k * kWindow;
+      const Piece p = locate<Wide>(a, c, ws + e0[k]);
+      if (p.hi - p.typed >= e1[k] - e0[k])
+        store_window(v[k], l.typed + p.typed - e0[k], e0[k], e1[k]);
       else
-        disperse<Wide>(a, c, p, l.typed, ws, e0[u], e1[u], v[u]);
+        disperse<Wide>(a, c, p, l.typed, ws, e0[k], e1[k], v[k]);
     }
   }
 }

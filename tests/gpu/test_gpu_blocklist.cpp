@@ -3,7 +3,7 @@
 // of every length and alignment, byte ranges that start and end inside blocks,
 // triangular matrices, structs of mixed members, indexed types of vectors, one
 // contiguous run, and a stream past 2^31 bytes (the 64-bit path). Outputs are
-// poisoned; the typed and the packed source buffers are allocated to the byte, so that
+// poisoned; the typed and the packed source buffers end at their last byte, so that
 // compute-sanitizer's memcheck sees any read past them. Exits 77 (skipped) with a
 // message where no GPU is usable.
 #define CATCH_CONFIG_RUNNER
@@ -52,15 +52,15 @@ std::vector<unsigned char> random_bytes(int64_t n, uint64_t seed) {
   return v;
 }
 
-// The typed bytes a plan touches: [lo, hi) relative to the typed pointer.
+// The typed bytes a plan touches, [lo, hi) relative to the typed pointer, with the
+// pointer itself (lo <= 0): TEMPI classifies the buffer by that pointer, which must lie
+// in the allocation, as an application's does. Nothing follows the last byte touched.
 struct Span {
   int64_t lo = 0, hi = 0;
   explicit Span(const Plan &p) {
-    bool any = false;
     for_each_segment(p, 0, p.packed_size(), [&](int64_t t, int64_t, int64_t n) {
-      lo = any ? std::min(lo, t) : t;
-      hi = any ? std::max(hi, t + n) : t + n;
-      any = true;
+      lo = std::min(lo, t);
+      hi = std::max(hi, t + n);
     });
   }
   int64_t bytes() const { return hi - lo; }

@@ -691,10 +691,15 @@ class CudaBackend final : public Backend {
     last = std::min(last, plan.packed_size());
     if (last <= first) return Status::Ok;
     const int64_t bytes = last - first;
-    const bool typed_on_gpu = classify(typed) != MemorySpace::Host;
-    const bool packed_on_gpu = classify(packed) != MemorySpace::Host;
     cudaStream_t stream;
     TEMPI_TRY(thread_stream(stream));
+    if (plan.contiguous()) {  // one copy between any kinds of memory: no pointer queries
+      TEMPI_TRY(copy_run(plan, typed, packed, first, last, to_packed, stream));
+      TEMPI_CUDA(synchronize(stream));
+      return Status::Ok;
+    }
+    const bool typed_on_gpu = classify(typed) != MemorySpace::Host;
+    const bool packed_on_gpu = classify(packed) != MemorySpace::Host;
 
     if (!typed_on_gpu) {  // the CPU does the layout; only the packed bytes cross
       BufferPool::Lease staging;

@@ -48,7 +48,7 @@ bool flatten(const Type &t, int64_t base, std::vector<Run> &out) {
 void normalize(Plan &p) {
   if (p.pattern_size == 0 || std::any_of(p.dims.begin(), p.dims.end(), [](const Dim &d) { return d.count == 0; })) {
     p.start = 0;
-    p.pattern.clear();
+    p.pattern = {};
     p.dims.clear();
     p.pattern_size = 0;
     return;
@@ -56,11 +56,12 @@ void normalize(Plan &p) {
   if (p.pattern.size() == 1 && p.pattern[0].count > 1) {  // a single strided run is a dimension
     const Run r = p.pattern[0];
     p.dims.insert(p.dims.begin(), Dim{r.count, r.stride});
-    p.pattern[0] = {0, r.length, 0, 1};
+    p.pattern = {{0, r.length, 0, 1}};
   }
   if (p.pattern.size() == 1 && p.pattern[0].offset != 0) {
-    p.start += p.pattern[0].offset;
-    p.pattern[0].offset = 0;
+    const Run r = p.pattern[0];
+    p.start += r.offset;
+    p.pattern = {{0, r.length, r.stride, r.count}};
   }
   p.dims.erase(std::remove_if(p.dims.begin(), p.dims.end(), [](const Dim &d) { return d.count == 1; }),
                p.dims.end());
@@ -68,8 +69,9 @@ void normalize(Plan &p) {
   while (changed) {
     changed = false;
     if (p.strided() && !p.dims.empty() && p.dims[0].stride == p.pattern[0].length) {
-      p.pattern[0].length *= p.dims[0].count;
-      p.pattern_size = p.pattern[0].length;
+      const Run r = p.pattern[0];
+      p.pattern_size = r.length * p.dims[0].count;
+      p.pattern = {{r.offset, p.pattern_size, r.stride, r.count}};
       p.dims.erase(p.dims.begin());
       changed = true;
     }
@@ -132,7 +134,9 @@ std::optional<Plan> make_plan(const Type &canonical, int64_t extent) {
     n = &n->child();
   }
   p.start += n->offset;
-  if (!flatten(*n, -n->offset, p.pattern)) return std::nullopt;
+  std::vector<Run> runs;
+  if (!flatten(*n, -n->offset, runs)) return std::nullopt;
+  p.pattern = std::move(runs);
   p.dims.assign(outer_first.rbegin(), outer_first.rend());
   for (const Run &r : p.pattern) p.pattern_size += r.length * r.count;
   normalize(p);

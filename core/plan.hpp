@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +21,32 @@ struct Run {
   bool operator==(const Run &o) const {
     return offset == o.offset && length == o.length && stride == o.stride && count == o.count;
   }
+};
+
+// The runs of a pattern, shared by the copies of a plan and never changed in place: a
+// plan is copied at every call (Plan::for_count), and copying a pattern of a million runs
+// cost more than moving its bytes (issue 11). A plan with other runs gets a new list.
+class RunList {
+ public:
+  RunList() = default;
+  RunList(std::vector<Run> runs) : runs_(std::make_shared<const std::vector<Run>>(std::move(runs))) {}
+  RunList(std::initializer_list<Run> runs) : RunList(std::vector<Run>(runs)) {}
+  const std::vector<Run> &runs() const { return runs_ ? *runs_ : none(); }
+  size_t size() const { return runs().size(); }
+  bool empty() const { return runs().empty(); }
+  const Run &operator[](size_t i) const { return runs()[i]; }
+  const Run *data() const { return runs().data(); }
+  std::vector<Run>::const_iterator begin() const { return runs().begin(); }
+  std::vector<Run>::const_iterator end() const { return runs().end(); }
+  bool operator==(const RunList &o) const { return runs_ == o.runs_ || runs() == o.runs(); }
+  bool operator==(const std::vector<Run> &o) const { return runs() == o; }
+
+ private:
+  static const std::vector<Run> &none() {
+    static const std::vector<Run> empty;
+    return empty;
+  }
+  std::shared_ptr<const std::vector<Run>> runs_;
 };
 
 struct Dim {
@@ -37,7 +65,7 @@ struct StridedBlock {
 
 struct Plan {
   int64_t start = 0;         // typed-buffer offset of the first pattern instance
-  std::vector<Run> pattern;  // one instance, in packed order, offsets relative to it
+  RunList pattern;           // one instance, in packed order, offsets relative to it
   std::vector<Dim> dims;     // repetitions of the pattern, innermost first
   int64_t pattern_size = 0;  // packed bytes of one pattern instance
   int64_t extent = 0;        // the datatype's extent: spacing of consecutive elements

@@ -175,7 +175,6 @@ int plan_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm 
   Decision d;
   if (const int err = decide(buf, count, type, peer, false, batched, comm, call, d)) return err;
   if (!d.info) return MPI_SUCCESS;
-  Backend &b = gpu_backend();
   const OnDeviceOf on_its_gpu(buf);  // device staging comes from this GPU's pool
 
   if (!d.plannable) {  // the whole region goes to the host; the MPI library packs it

@@ -238,9 +238,10 @@ struct NodeShare {
     plan.start = h.start;
     plan.pattern_size = h.pattern_size;
     plan.extent = h.extent;
-    plan.pattern.resize(size_t(h.nruns));
+    std::vector<Run> runs(static_cast<size_t>(h.nruns));
+    copy_bytes(runs.data(), p + sizeof h, size_t(h.nruns) * sizeof(Run));
+    plan.pattern = std::move(runs);
     plan.dims.resize(size_t(h.ndims));
-    copy_bytes(plan.pattern.data(), p + sizeof h, size_t(h.nruns) * sizeof(Run));
     copy_bytes(plan.dims.data(), p + sizeof h + size_t(h.nruns) * sizeof(Run), size_t(h.ndims) * sizeof(Dim));
     plan.id = new_plan_id();  // its device-side data is this process's
     return peer_plans.emplace(key, std::move(plan)).first->second;

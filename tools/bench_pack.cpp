@@ -5,7 +5,14 @@
 // 4096 blocks). Transposes and a 3-D permutation are timed beside a hand-written
 // tiled kernel for the same movement (bench_pack_reorder_kernels.cu). Every time is the
 // median of repeated calls, each ended by a synchronization, after warm-up.
-//   bench_pack [--csv FILE] [--quick] [--reorder]
+//
+// Block lists and contiguous runs (issue 11, issue 19) have their own table: each
+// object's packed bytes verified against PMPI_Pack on a host copy, a hand-written
+// kernel beside the triangles (tools/bench_pack_blocklist_kernels.cu), and the
+// roofline: the bytes DRAM must move (typed side at 32-byte sector granularity) at the
+// copy rate measured in the same run.
+//   bench_pack [--csv FILE] [--blocklist-csv FILE] [--rows all|strided|blocklist|reorder] [--only NAME]
+//              [--quick] [--reorder]
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
@@ -16,6 +23,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 #include "help.hpp"
 
@@ -23,6 +31,11 @@ namespace bench_pack_reorder {  // bench_pack_reorder_kernels.cu
 int transpose(const void *in, void *out, int rows, int cols, int element, cudaStream_t stream);
 int permute_zxy(const float *src, float *dst, int n, bool pack, cudaStream_t stream);
 }  // namespace bench_pack_reorder
+// tools/bench_pack_blocklist_kernels.cu (plain types).
+namespace bench_pack_blocklist {
+int triangle(double *matrix, double *packed, long long n, bool lower, bool pack, cudaStream_t stream);
+int fill_bytes(void *p, long long n, unsigned long long seed, cudaStream_t stream);
+}  // namespace bench_pack_blocklist
 
 namespace {
 
@@ -269,24 +282,297 @@ bool reorder_rows(FILE *csv, cudaStream_t s) {
   return all;
 }
 
+// ---- Block lists and contiguous runs ----
+
+// cudaMemcpyAsync on this GPU, measured once per run: the floor (1 byte, with its
+// synchronization) and the rate (bytes read plus written per microsecond) of a 256 MiB copy.
+struct CopyRate {
+  double floor_us = 0, bytes_per_us = 0;
+};
+
+CopyRate measure_copy_rate(cudaStream_t s) {
+  const int64_t big = int64_t(256) << 20;
+  void *a, *b;
+  CUDA(cudaMalloc(&a, big));
+  CUDA(cudaMalloc(&b, big));
+  CUDA(bench_pack_blocklist::fill_bytes(a, big, 1, s) == cudaSuccess ? cudaSuccess : cudaErrorUnknown);
+  auto copy = [&](int64_t n) {
+    return median_us([&] {
+      CUDA(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
+      CUDA(cudaStreamSynchronize(s));
+    }, 50);
+  };
+  CopyRate r;
+  r.floor_us = copy(1);
+  r.bytes_per_us = 2.0 * big / (copy(big) - r.floor_us);
+  cudaFree(a);
+  cudaFree(b);
+  return r;
+}
+
+// The bytes DRAM must move for an object whose typed blocks are `blocks` ({offset,
+// length}, any order, not overlapping) and whose packed size is `packed`. Pack reads
+// every 32-byte sector that holds a typed byte and writes the packed bytes; unpack
+// reads the packed bytes, writes those sectors, and reads each sector it writes only
+// in part (the memory merges a partial sector with its old bytes).
+struct Traffic {
+  int64_t pack = 0, unpack = 0;
+};
+
+Traffic dram_traffic(std::vector<std::pair<int64_t, int64_t>> blocks, int64_t packed) {
+  std::sort(blocks.begin(), blocks.end());
+  int64_t sectors = 0, partial = 0, cur = -1, covered = 0;
+  auto close = [&] {
+    if (cur < 0) return;
+    ++sectors;
+    if (covered < 32) ++partial;
+  };
+  for (const auto &[a, len] : blocks) {
+    const int64_t b = a + len, s0 = a / 32, s1 = (b - 1) / 32;
+    if (s0 != cur) {
+      close();
+      cur = s0;
+      covered = 0;
+    }
+    if (s0 == s1) {
+      covered += len;
+      continue;
+    }
+    covered += 32 * (s0 + 1) - a;
+    close();
+    sectors += s1 - s0 - 1;  // whole sectors inside the block
+    cur = s1;
+    covered = b - 32 * s1;
+  }
+  close();
+  return {32 * sectors + packed, packed + 32 * (sectors + partial)};
+}
+
+struct ListRow {
+  std::string object;
+  int64_t bytes = 0;
+  double pack = 0, unpack = 0, memcpy1d = 0, hand_pack = 0, hand_unpack = 0;
+  Traffic dram;
+  double roof_pack = 0, roof_unpack = 0;
+  bool verified = false;
+};
+
+// A hand-written kernel for the same movement: pack (true) or unpack between typed and packed.
+using Hand = std::function<void(void *typed, void *packed, bool pack, cudaStream_t s)>;
+
+ListRow measure_list(const std::string &object, MPI_Datatype t, int count, const std::vector<std::pair<int64_t, int64_t>> &blocks,
+                     int64_t span, const CopyRate &rate, const Hand &hand, cudaStream_t s) {
+  int size = 0;
+  MPI_Pack_size(count, t, MPI_COMM_WORLD, &size);
+  void *typed, *packed, *ref;
+  CUDA(cudaMalloc(&typed, span));
+  CUDA(cudaMalloc(&packed, size));
+  CUDA(cudaMalloc(&ref, size));
+  CUDA(bench_pack_blocklist::fill_bytes(typed, span, 12345, s) == cudaSuccess ? cudaSuccess : cudaErrorUnknown);
+  CUDA(cudaStreamSynchronize(s));
+  ListRow r;
+  r.object = object;
+  int pos = 0;
+  MPI_Pack(typed, count, t, packed, size, &pos, MPI_COMM_WORLD);
+  r.bytes = pos;
+  {  // the packed bytes against the MPI library's own MPI_Pack of a host copy
+    std::vector<unsigned char> host(static_cast<size_t>(span)), expect(static_cast<size_t>(size)),
+        got(static_cast<size_t>(r.bytes));
+    CUDA(cudaMemcpy(host.data(), typed, span, cudaMemcpyDeviceToHost));
+    int p = 0;
+    PMPI_Pack(host.data(), count, t, expect.data(), size, &p, MPI_COMM_WORLD);
+    CUDA(cudaMemcpy(got.data(), packed, r.bytes, cudaMemcpyDeviceToHost));
+    r.verified = p == r.bytes && std::memcmp(got.data(), expect.data(), size_t(r.bytes)) == 0;
+    if (hand) {  // and the hand-written kernel's
+      CUDA(cudaMemset(ref, 0, size));
+      hand(typed, ref, true, s);
+      CUDA(cudaStreamSynchronize(s));
+      CUDA(cudaMemcpy(got.data(), ref, r.bytes, cudaMemcpyDeviceToHost));
+      r.verified = r.verified && std::memcmp(got.data(), expect.data(), size_t(r.bytes)) == 0;
+    }
+  }
+  const int reps = reps_for(r.bytes);
+  r.pack = median_us([&] { int p = 0; MPI_Pack(typed, count, t, packed, size, &p, MPI_COMM_WORLD); }, reps);
+  r.unpack = median_us([&] { int p = 0; MPI_Unpack(packed, size, &p, typed, count, t, MPI_COMM_WORLD); }, reps);
+  r.memcpy1d = median_us([&] {
+    CUDA(cudaMemcpyAsync(ref, packed, r.bytes, cudaMemcpyDeviceToDevice, s));
+    CUDA(cudaStreamSynchronize(s));
+  }, reps);
+  if (hand) {
+    r.hand_pack = median_us([&] { hand(typed, ref, true, s); CUDA(cudaStreamSynchronize(s)); }, reps);
+    r.hand_unpack = median_us([&] { hand(typed, ref, false, s); CUDA(cudaStreamSynchronize(s)); }, reps);
+  }
+  r.dram = dram_traffic(blocks, r.bytes);
+  r.roof_pack = rate.floor_us + r.dram.pack / rate.bytes_per_us;
+  r.roof_unpack = rate.floor_us + r.dram.unpack / rate.bytes_per_us;
+  cudaFree(typed);
+  cudaFree(packed);
+  cudaFree(ref);
+  return r;
+}
+
+void print_list(const ListRow &r, FILE *csv) {
+  auto opt = [](double v, char *buf) {
+    if (v > 0) std::snprintf(buf, 32, "%8.1f", v); else std::snprintf(buf, 32, "%8s", "-");
+    return buf;
+  };
+  char a[32], b[32];
+  std::printf("%-22s %10lld %8.1f %8.1f %8.1f %5.2f %5.2f %s %s %9.1f %8.1f %5.2f %9.1f %8.1f %5.2f %s\n", r.object.c_str(),
+              (long long)r.bytes, r.memcpy1d, r.pack, r.unpack, r.pack / r.memcpy1d, r.unpack / r.memcpy1d,
+              opt(r.hand_pack, a), opt(r.hand_unpack, b), r.dram.pack / 1e6, r.roof_pack, r.roof_pack / r.pack,
+              r.dram.unpack / 1e6, r.roof_unpack, r.roof_unpack / r.unpack, r.verified ? "yes" : "NO");
+  if (csv)
+    std::fprintf(csv, "%s,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%lld,%lld,%.3f,%.3f,%d\n", r.object.c_str(), (long long)r.bytes,
+                 r.memcpy1d, r.pack, r.unpack, r.hand_pack, r.hand_unpack, (long long)r.dram.pack,
+                 (long long)r.dram.unpack, r.roof_pack, r.roof_unpack, r.verified ? 1 : 0);
+  std::fflush(stdout);
+}
+
+// Every block-list object of the table whose name holds `only`; returns false if one
+// was packed wrong.
+bool run_blocklists(FILE *csv, const std::string &only, cudaStream_t s) {
+  const CopyRate rate = measure_copy_rate(s);
+  std::printf("\nBlock lists and contiguous runs; copy floor %.1f us, copy rate %.0f GB/s (read + write)\n",
+              rate.floor_us, rate.bytes_per_us / 1e3);
+  std::printf("roofline: floor + DRAM bytes / rate (typed side read or written in 32-byte sectors, partial "
+              "sectors read too on unpack); frac = roofline / time\n");
+  std::printf("%-22s %10s %8s %8s %8s %5s %5s %8s %8s %9s %8s %5s %9s %8s %5s %s\n", "object", "bytes", "memcpy",
+              "pack", "unpack", "p/m", "u/m", "hand-p", "hand-u", "DRAM-p MB", "roof-p", "frac", "DRAM-u MB", "roof-u",
+              "frac", "verified");
+  if (csv)
+    std::fprintf(csv, "# copy_floor_us=%.3f copy_rate_GBs=%.1f\nobject,bytes,memcpy_us,pack_us,unpack_us,hand_pack_us,"
+                 "hand_unpack_us,dram_pack_bytes,dram_unpack_bytes,roofline_pack_us,roofline_unpack_us,verified\n",
+                 rate.floor_us, rate.bytes_per_us / 1e3);
+  std::mt19937_64 rng(20261123);
+  bool ok = true;
+  auto row = [&](const std::string &name, MPI_Datatype t, int count, const std::vector<std::pair<int64_t, int64_t>> &blocks,
+                 int64_t span, const Hand &hand = nullptr) {
+    if (name.find(only) == std::string::npos) {
+      MPI_Type_free(&t);
+      return;
+    }
+    MPI_Type_commit(&t);
+    const ListRow r = measure_list(name, t, count, blocks, span, rate, hand, s);
+    ok = ok && r.verified;
+    print_list(r, csv);
+    MPI_Type_free(&t);
+  };
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  MPI_Datatype t;
+
+  {  // 262,144 blocks of 64 B at random sorted byte offsets in 1 GiB (16 MiB packed)
+    const int n = 262144;
+    std::vector<int> displs(n);
+    blocks.clear();
+    for (int i = 0; i < n; ++i) {
+      displs[i] = i * 4096 + int(rng() % 4033);
+      blocks.push_back({displs[i], 64});
+    }
+    MPI_Type_create_indexed_block(n, 64, displs.data(), MPI_BYTE, &t);
+    row("irregular-64B-random", t, 1, blocks, int64_t(n) * 4096);
+  }
+  {  // lengths uniform in 4 B - 4 KiB, gaps of 0-255 B, any alignment (64 MiB packed)
+    std::vector<int> lens;
+    std::vector<MPI_Aint> displs;
+    blocks.clear();
+    int64_t at = 0, total = 0;
+    while (total < (int64_t(64) << 20)) {
+      lens.push_back(4 + int(rng() % 4093));
+      displs.push_back(at);
+      blocks.push_back({at, lens.back()});
+      total += lens.back();
+      at += lens.back() + int64_t(rng() % 256);
+    }
+    MPI_Type_create_hindexed(int(lens.size()), lens.data(), displs.data(), MPI_BYTE, &t);
+    row("varying-4B-4KiB", t, 1, blocks, at);
+  }
+  {  // struct {int; double[3]; char; short[2]}, extent 40, 500,000 of them
+    const int lens[] = {1, 3, 1, 2};
+    const MPI_Aint displs[] = {0, 8, 32, 34};
+    const MPI_Datatype types[] = {MPI_INT, MPI_DOUBLE, MPI_CHAR, MPI_SHORT};
+    MPI_Datatype st;
+    MPI_Type_create_struct(4, lens, displs, types, &st);
+    MPI_Type_create_resized(st, 0, 40, &t);
+    MPI_Type_free(&st);
+    const int count = 500000;
+    blocks.clear();
+    for (int64_t i = 0; i < count; ++i)
+      for (auto [o, l] : {std::pair<int64_t, int64_t>{0, 4}, {8, 24}, {32, 1}, {34, 4}}) blocks.push_back({40 * i + o, l});
+    row("struct-mixed", t, count, blocks, int64_t(count) * 40);
+  }
+  {  // indexed (8192 entries of 1-3 vectors) of vector(64, 4, 8, MPI_FLOAT)
+    MPI_Datatype v;
+    MPI_Type_vector(64, 4, 8, MPI_FLOAT, &v);
+    const int n = 8192;
+    const int64_t vext = (63 * 8 + 4) * 4;
+    std::vector<int> lens(n), displs(n);
+    blocks.clear();
+    int at = 0;
+    for (int i = 0; i < n; ++i) {
+      lens[i] = 1 + int(rng() % 3);
+      displs[i] = at;
+      for (int k = 0; k < lens[i]; ++k)
+        for (int64_t e = 0; e < 64; ++e) blocks.push_back({(at + k) * vext + e * 32, 16});
+      at += lens[i] + int(rng() % 2);
+    }
+    MPI_Type_indexed(n, lens.data(), displs.data(), v, &t);
+    MPI_Type_free(&v);
+    row("indexed-of-vectors", t, 1, blocks, int64_t(at) * vext);
+  }
+  for (int64_t rows : {int64_t(2), int64_t(2048), int64_t(131072)}) {  // one contiguous run: 1 KiB, 1 MiB, 64 MiB
+    MPI_Type_vector(int(rows), 512, 512, MPI_BYTE, &t);
+    blocks = {{0, rows * 512}};
+    row("contiguous-" + std::to_string(rows * 512 >> 10) + "KiB", t, 1, blocks, rows * 512);
+  }
+  for (int64_t n : {int64_t(2000), int64_t(4000)})  // column-major triangles of doubles, one column per block
+    for (bool lower : {true, false}) {
+      std::vector<int> lens(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
+      blocks.clear();
+      for (int64_t j = 0; j < n; ++j) {
+        lens[size_t(j)] = int(lower ? n - j : j + 1);
+        displs[size_t(j)] = int(lower ? j * n + j : j * n);
+        blocks.push_back({8 * int64_t(displs[size_t(j)]), 8 * int64_t(lens[size_t(j)])});
+      }
+      MPI_Type_indexed(int(n), lens.data(), displs.data(), MPI_DOUBLE, &t);
+      const Hand hand = [n, lower](void *typed, void *packed, bool pack, cudaStream_t st) {
+        CUDA(bench_pack_blocklist::triangle(static_cast<double *>(typed), static_cast<double *>(packed), n, lower, pack,
+                                            st) == cudaSuccess ? cudaSuccess : cudaErrorUnknown);
+      };
+      row(std::string(lower ? "lower" : "upper") + "-triangle-" + std::to_string(n), t, 1, blocks, n * n * 8, hand);
+    }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   if (tempi::tools::print_help_if_asked(argc, argv,
-    "usage: bench_pack [--csv FILE] [--quick] [--reorder]   (one rank, a GPU)\n"
+    "usage: bench_pack [--csv FILE] [--blocklist-csv FILE] [--rows all|strided|blocklist|reorder]\n"
+    "                  [--only NAME] [--quick] [--reorder]   (one rank, a GPU)\n"
     "\n"
     "MPI_Pack / MPI_Unpack of GPU objects through TEMPI against cudaMemcpyAsync of the packed\n"
     "size, cudaMemcpy2DAsync of the same object and one copy per block; transposes and a 3-D\n"
     "permutation against a hand-written tiled kernel; medians after warm-up.\n"
-    "  --csv FILE   also write the table as CSV (docs/results/, tools/plot_bench.py)\n"
-    "  --quick      fewer objects\n"
-    "  --reorder    only the transposes and the permutation\n"))
+    "Block lists and contiguous runs: against memcpy, a hand-written kernel (triangles) and\n"
+    "the roofline (DRAM bytes at the copy rate measured in the same run).\n"
+    "  --csv FILE            also write the strided and reorder tables as CSV (docs/results/,\n"
+    "                        tools/plot_bench.py)\n"
+    "  --blocklist-csv FILE  also write the block-list table as CSV\n"
+    "  --rows WHICH          strided (2-D objects, halo faces), blocklist, reorder (transposes\n"
+    "                        and the permutation), or all (default)\n"
+    "  --reorder             the same as --rows reorder\n"
+    "  --only NAME           only the block-list objects whose names hold NAME (for profilers)\n"
+    "  --quick               fewer strided objects\n"))
     return 0;
   MPI_Init(&argc, &argv);
-  FILE *csv = nullptr;
+  FILE *csv = nullptr, *blocklist_csv = nullptr;
   bool quick = false, reorder_only = false;
+  std::string rows = "all", only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = std::fopen(argv[++i], "w");
+    if (!std::strcmp(argv[i], "--blocklist-csv") && i + 1 < argc) blocklist_csv = std::fopen(argv[++i], "w");
+    if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) rows = argv[++i];
+    if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--reorder")) reorder_only = true;
   }
@@ -310,9 +596,11 @@ int main(int argc, char **argv) {
   cudaStream_t s;
   CUDA(cudaStreamCreate(&s));
 
-  const std::vector<int64_t> totals = reorder_only ? std::vector<int64_t>{}
-                                      : quick      ? std::vector<int64_t>{1 << 10, 64 << 20}
-                                                   : std::vector<int64_t>{1 << 10, 1 << 20, 4 << 20, 64 << 20};
+  if (reorder_only) rows = "reorder";
+  const bool strided = rows == "all" || rows == "strided";  // the 2-D objects and halo faces
+  const std::vector<int64_t> totals = !strided ? std::vector<int64_t>{}
+                                      : quick  ? std::vector<int64_t>{1 << 10, 64 << 20}
+                                               : std::vector<int64_t>{1 << 10, 1 << 20, 4 << 20, 64 << 20};
   const std::vector<int64_t> blocks = quick ? std::vector<int64_t>{8, 64, 512}
                                             : std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
   for (int64_t total : totals)
@@ -335,7 +623,7 @@ int main(int argc, char **argv) {
   // Halo faces (radius 2) of a 512^3 grid of floats.
   const int n = 512, r = 2;
   const char *names[] = {"-x", "+x", "-y", "+y", "-z", "+z"};
-  for (int f = 0; f < (reorder_only ? 0 : 6); ++f) {
+  for (int f = 0; strided && f < 6; ++f) {
     const int axis = f / 2;  // 0: x (fastest), 1: y, 2: z
     int sizes[3] = {n, n, n}, sub[3] = {n, n, n}, start[3] = {0, 0, 0};
     const int d = 2 - axis;  // C order: index 2 is x
@@ -348,9 +636,11 @@ int main(int argc, char **argv) {
     print(measure(std::string("halo") + names[f], "subarray", t, 1, 0, block, 0, int64_t(n) * n * n * 4, s), csv);
     MPI_Type_free(&t);
   }
-  const bool verified = reorder_rows(csv, s);
+  const bool verified = !(rows == "all" || rows == "reorder") || reorder_rows(csv, s);
   if (csv) std::fclose(csv);
+  const bool packed_right = !(rows == "all" || rows == "blocklist") || run_blocklists(blocklist_csv, only, s);
+  if (blocklist_csv) std::fclose(blocklist_csv);
   cudaStreamDestroy(s);
   MPI_Finalize();
-  return verified ? 0 : 1;
+  return verified && packed_right ? 0 : 1;
 }

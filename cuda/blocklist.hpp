@@ -1,0 +1,61 @@
+// Block-list plans on the GPU (blocklist.cu): the pattern's runs and an index into
+// them, built once per plan and uploaded once per device; kernels that balance the
+// work by bytes of the packed stream, not by blocks.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "backend.hpp"
+#include "kernels.hpp"
+#include "plan.hpp"
+
+namespace tempi {
+
+// One run of a pattern as the kernels read it: blocks of `length` bytes, block k at
+// typed offset `typed + k * stride` (relative to the pattern instance). Its packed
+// bytes are [starts[i], starts[i + 1]) of the instance.
+struct BlockRun {
+  int64_t typed, stride, length;
+};
+
+// A pattern on the device. `run_at[e]` is the run holding pattern byte e << shift, so
+// that a kernel finds the run under any byte with one load and a short search.
+struct BlockListTable {
+  const int64_t *starts = nullptr;  // nruns + 1 entries, the last the pattern's size
+  const BlockRun *runs = nullptr;
+  const uint32_t *run_at = nullptr;  // ((pattern_size - 1) >> shift) + 2 entries
+  int64_t nruns = 0;
+  int shift = 0;
+};
+
+// The host image of a table, laid out as one allocation: starts, runs, run_at.
+struct BlockListImage {
+  std::vector<int64_t> starts;
+  std::vector<BlockRun> runs;
+  std::vector<uint32_t> run_at;
+  int shift = 0;
+  size_t bytes() const;
+  // Copies the three arrays into `host` (bytes() long) and points `t` at them as
+  // they will lie at `device` once `host` is copied there.
+  void lay_out(void *host, void *device, BlockListTable &t) const;
+};
+BlockListImage blocklist_image(const Plan &plan);
+
+// A block-list plan for `count` elements, restricted to stream bytes [first, last).
+struct BlockListArgs {
+  BlockListTable table;
+  int64_t start = 0, pattern_size = 0;
+  int ndims = 0;
+  int64_t counts[kMaxKernelDims] = {};
+  int64_t strides[kMaxKernelDims] = {};
+  int64_t first = 0, last = 0;
+};
+
+// `typed` and `packed` may have any alignment; `packed` holds stream byte `first`.
+Status launch_blocklist(const BlockListArgs &a, const void *typed, void *packed, bool to_packed,
+                        cudaStream_t stream);
+
+}  // namespace tempi

@@ -1,0 +1,245 @@
+// Block-list plans and contiguous runs on the GPU (cuda/blocklist.cu, issue 11 and
+// issue 19), compared byte for byte with the host reference packer: random block lists
+// of every length and alignment, byte ranges that start and end inside blocks,
+// triangular matrices, structs of mixed members, indexed types of vectors, one
+// contiguous run, and a stream past 2^31 bytes (the 64-bit path). Outputs are
+// poisoned; the typed and the packed source buffers end at their last byte, so that
+// compute-sanitizer's memcheck sees any read past them. Exits 77 (skipped) with a
+// message where no GPU is usable.
+#define CATCH_CONFIG_RUNNER
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "host_packer.hpp"
+#include "type_plan.hpp"
+
+using namespace tempi;
+
+namespace {
+
+#define CUDA_OK(x) REQUIRE((x) == cudaSuccess)
+
+struct DeviceBuf {
+  void *base = nullptr;
+  explicit DeviceBuf(int64_t bytes) { CUDA_OK(cudaMalloc(&base, size_t(std::max<int64_t>(bytes, 1)))); }
+  ~DeviceBuf() { cudaFree(base); }
+  DeviceBuf(const DeviceBuf &) = delete;
+  DeviceBuf &operator=(const DeviceBuf &) = delete;
+  char *at(int64_t off) { return static_cast<char *>(base) + off; }
+};
+
+// Bytes that differ from their neighbours and between calls (splitmix64).
+std::vector<unsigned char> random_bytes(int64_t n, uint64_t seed) {
+  std::vector<unsigned char> v(size_t(n) + 8);
+  for (int64_t i = 0; i < n; i += 8) {
+    uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    std::memcpy(v.data() + i, &z, 8);
+  }
+  v.resize(size_t(n));
+  return v;
+}
+
+// The typed bytes a plan touches, [lo, hi) relative to the typed pointer, with the
+// pointer itself (lo <= 0): TEMPI classifies the buffer by that pointer, which must lie
+// in the allocation, as an application's does. Nothing follows the last byte touched.
+struct Span {
+  int64_t lo = 0, hi = 0;
+  explicit Span(const Plan &p) {
+    for_each_segment(p, 0, p.packed_size(), [&](int64_t t, int64_t, int64_t n) {
+      lo = std::min(lo, t);
+      hi = std::max(hi, t + n);
+    });
+  }
+  int64_t bytes() const { return hi - lo; }
+};
+
+// Packs stream bytes [first, last) of `plan` on the GPU with the typed data `ts` bytes
+// past an allocation's start and the packed bytes `ps` bytes past one, then unpacks
+// them into a poisoned typed buffer; both compared with the host packer.
+void check_range(const Plan &plan, int ts, int ps, int64_t first, int64_t last, uint64_t seed) {
+  const Span span(plan);
+  const int64_t n = last - first;
+  INFO(to_string(plan) << " range [" << first << "," << last << ") typed shift " << ts << " packed shift " << ps);
+  const std::vector<unsigned char> typed = random_bytes(span.bytes(), seed);
+  DeviceBuf dtyped(ts + span.bytes());
+  char *t0 = dtyped.at(ts) - span.lo;  // the address of typed offset 0
+  CUDA_OK(cudaMemcpy(dtyped.at(ts), typed.data(), size_t(span.bytes()), cudaMemcpyHostToDevice));
+
+  // pack into a poisoned buffer: nothing outside [ps, ps + n) may change
+  const int64_t room = ps + n + 64;
+  const std::vector<unsigned char> poison = random_bytes(room, seed + 1);
+  DeviceBuf dout(room);
+  CUDA_OK(cudaMemcpy(dout.base, poison.data(), size_t(room), cudaMemcpyHostToDevice));
+  REQUIRE(gpu_backend().pack(plan, t0, dout.at(ps), first, last) == Status::Ok);
+  std::vector<unsigned char> expect = poison;
+  std::vector<unsigned char> got(static_cast<size_t>(room));
+  host_pack(plan, typed.data() - span.lo, expect.data() + ps, first, last);
+  CUDA_OK(cudaMemcpy(got.data(), dout.base, size_t(room), cudaMemcpyDeviceToHost));
+  REQUIRE(got == expect);
+
+  // unpack from a buffer of exactly the packed bytes into a poisoned typed buffer
+  DeviceBuf din(ps + n);
+  CUDA_OK(cudaMemcpy(din.at(ps), expect.data() + ps, size_t(n), cudaMemcpyHostToDevice));
+  std::vector<unsigned char> image = random_bytes(span.bytes(), seed + 2);
+  CUDA_OK(cudaMemcpy(dtyped.at(ts), image.data(), size_t(span.bytes()), cudaMemcpyHostToDevice));
+  REQUIRE(gpu_backend().unpack(plan, din.at(ps), t0, first, last) == Status::Ok);
+  host_unpack(plan, expect.data() + ps, image.data() - span.lo, first, last);
+  std::vector<unsigned char> back(size_t(span.bytes()));
+  CUDA_OK(cudaMemcpy(back.data(), dtyped.at(ts), size_t(span.bytes()), cudaMemcpyDeviceToHost));
+  REQUIRE(back == image);
+}
+
+// The whole stream at several alignments, then random ranges.
+void check_plan(const Plan &plan, std::mt19937_64 &rng, int ranges = 6) {
+  const int64_t size = plan.packed_size();
+  REQUIRE(size > 0);
+  for (int ts : {0, 1, 8}) check_range(plan, ts, int(rng() % 16), 0, size, rng());
+  for (int i = 0; i < ranges; ++i) {
+    const int64_t a = int64_t(rng() % uint64_t(size)), b = a + 1 + int64_t(rng() % uint64_t(size - a));
+    check_range(plan, int(rng() % 16), int(rng() % 16), a, b, rng());
+  }
+}
+
+Plan planned(const TypeDesc &d, int64_t count) {
+  const std::optional<Plan> p = plan_type(d);
+  REQUIRE(p);
+  return p->for_count(count);
+}
+
+const TypeDesc B1 = desc::named(1), B2 = desc::named(2), B4 = desc::named(4), B8 = desc::named(8);
+
+// `n` blocks of MPI_BYTE: lengths from 1 to max_len (log-uniform, so short and long
+// ones both occur), gaps of 0-99 bytes, the first block at any alignment.
+TypeDesc random_blocks(std::mt19937_64 &rng, int n, int64_t max_len, bool shuffled) {
+  std::vector<int64_t> len, disp;
+  int64_t at = int64_t(rng() % 64);
+  for (int i = 0; i < n; ++i) {
+    const double u = std::uniform_real_distribution<double>(0, std::log(double(max_len)))(rng);
+    len.push_back(std::max<int64_t>(1, std::min<int64_t>(max_len, int64_t(std::exp(u)))));
+    disp.push_back(at);
+    at += len.back() + int64_t(rng() % 100);
+  }
+  if (shuffled) {  // packed order other than memory order
+    std::vector<size_t> order(len.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<int64_t> l2, d2;
+    for (size_t i : order) {
+      l2.push_back(len[i]);
+      d2.push_back(disp[i]);
+    }
+    len.swap(l2);
+    disp.swap(d2);
+  }
+  return desc::hindexed(len, disp, B1);
+}
+
+// Column-major N x N doubles, one column per block (the ScaLAPACK case, issue 19).
+TypeDesc triangle(int64_t n, bool lower) {
+  std::vector<int64_t> len, disp;
+  for (int64_t j = 0; j < n; ++j) {
+    len.push_back(lower ? n - j : j + 1);
+    disp.push_back(lower ? j * n + j : j * n);
+  }
+  return desc::indexed(len, disp, B8);
+}
+
+}  // namespace
+
+TEST_CASE("random block lists: lengths 1 B to 64 KiB, every alignment, byte ranges", "[gpu][blocklist]") {
+  std::mt19937_64 rng(20261123);
+  for (int64_t max_len : {3, 16, 100, 4096, 65536})
+    for (bool shuffled : {false, true})
+      for (int64_t count : {1, 3}) {
+        const Plan plan = planned(random_blocks(rng, 1 + int(rng() % 300), max_len, shuffled), count);
+        check_plan(plan, rng);
+      }
+}
+
+TEST_CASE("byte ranges that start and end inside blocks", "[gpu][blocklist]") {
+  std::mt19937_64 rng(7);
+  const Plan plan = planned(random_blocks(rng, 50, 2000, false), 2);
+  std::vector<int64_t> ends;  // packed offsets where blocks end
+  for_each_segment(plan, 0, plan.packed_size(), [&](int64_t, int64_t p, int64_t n) { ends.push_back(p + n); });
+  for (int i = 0; i < 40; ++i) {
+    const int64_t e = ends[rng() % ends.size()];
+    const int64_t a = std::max<int64_t>(0, e - 1 - int64_t(rng() % 40));
+    const int64_t b = std::min(plan.packed_size(), e + 1 + int64_t(rng() % 40));
+    check_range(plan, int(rng() % 16), int(rng() % 16), a, b, rng());
+  }
+}
+
+TEST_CASE("lower and upper triangles, one column per block", "[gpu][blocklist]") {
+  std::mt19937_64 rng(19);
+  for (int64_t n : {1, 2, 7, 100, 1000})
+    for (bool lower : {true, false})
+      for (int64_t count : {1, 2}) check_plan(planned(triangle(n, lower), count), rng, 4);
+}
+
+TEST_CASE("structs of mixed members, many small instances", "[gpu][blocklist]") {
+  std::mt19937_64 rng(5);
+  const TypeDesc s = desc::structure({1, 3, 1, 2}, {0, 5, 29, 33}, {B4, B8, B1, B2});
+  for (const TypeDesc &d : {s, desc::resized(0, 48, s), desc::resized(-8, 40, s)})
+    for (int64_t count : {1, 7, 1000, 100000}) check_plan(planned(d, count), rng, 3);
+}
+
+TEST_CASE("indexed types of vectors", "[gpu][blocklist]") {
+  std::mt19937_64 rng(3);
+  const TypeDesc v = desc::vector(5, 3, 7, B4);
+  for (const TypeDesc &d : {desc::indexed({2, 1, 3}, {0, 7, 11}, v), desc::hindexed({1, 2}, {3, 1000}, v),
+                            desc::indexed({1, 1}, {0, 1}, desc::vector(1000, 1, 3, B2))})
+    for (int64_t count : {1, 5, 3000}) check_plan(planned(d, count), rng, 3);
+}
+
+TEST_CASE("one contiguous run goes to the copy engine, byte ranges too", "[gpu][blocklist]") {
+  std::mt19937_64 rng(11);
+  for (const TypeDesc &d : {desc::contiguous(1000, B1), desc::vector(64, 512, 512, B1),
+                            desc::hindexed({100, 156}, {7, 107}, B1)}) {
+    const Plan plan = planned(d, 3);
+    REQUIRE(plan.contiguous());
+    check_plan(plan, rng);
+  }
+}
+
+TEST_CASE("a stream past 2^31 bytes takes the 64-bit path", "[gpu][blocklist][large]") {
+  // 3 blocks (841 bytes) in an extent of 1000, 2.6 million times: 2.19 GB packed, 2.6 GB typed
+  const Plan plan = planned(desc::resized(0, 1000, desc::hindexed({800, 40, 1}, {3, 900, 997}, B1)), 2600000);
+  REQUIRE(plan.packed_size() > (int64_t(1) << 31));
+  size_t free_bytes = 0, total = 0;
+  CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
+  const Span span(plan);
+  if (int64_t(free_bytes) < span.bytes() + 2 * plan.packed_size() + (int64_t(1) << 30)) {
+    WARN("skipped: not enough free device memory for a 2^31-byte stream");
+    return;
+  }
+  std::mt19937_64 rng(13);
+  // a range across 2^31 (small host images), then the whole stream
+  check_range(plan, 3, 5, (int64_t(1) << 31) - 100000, (int64_t(1) << 31) + 100000, rng());
+  check_range(plan, 0, 0, 0, plan.packed_size(), rng());
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int result = 77;
+  if (!gpu_backend().has_gpu()) {
+    std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one (CUDA device count is 0)\n");
+  } else {
+    std::printf("GPU: %s\n", gpu_backend().device_name().c_str());
+    result = Catch::Session().run(argc, argv);
+  }
+  MPI_Finalize();
+  return result;
+}

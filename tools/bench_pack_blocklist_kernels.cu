@@ -1,0 +1,60 @@
+// The hand-written baselines of tools/bench_pack's block-list rows: the kernel an
+// application would write to gather a triangular matrix (one thread block per column,
+// issue 19), and a fill of the typed buffers with varied bytes (timing on constant data
+// can flatter a kernel).
+//
+// The interface is plain types, declared again in bench_pack.cpp (a signature mismatch
+// is a link error).
+#include <cuda_runtime.h>
+
+namespace bench_pack_blocklist {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Column j of the lower (rows j..n-1) or upper (rows 0..j) triangle of a column-major
+// n x n matrix, to or from its place in the packed columns.
+template <bool Pack>
+__global__ void columns(double *matrix, double *packed, long long n, bool lower) {
+  const long long j = blockIdx.x;
+  const long long len = lower ? n - j : j + 1;
+  const long long at = lower ? j * n - j * (j - 1) / 2 : j * (j + 1) / 2;
+  double *col = matrix + j * n + (lower ? j : 0);
+  for (long long i = threadIdx.x; i < len; i += blockDim.x) {
+    if (Pack)
+      packed[at + i] = col[i];
+    else
+      col[i] = packed[at + i];
+  }
+}
+
+__global__ void fill(unsigned char *p, long long n, unsigned long long seed) {
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+    unsigned long long z = seed + 0x9e3779b97f4a7c15ull * (unsigned long long)(i / 8 + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    p[i] = (unsigned char)((z ^ (z >> 31)) >> (8 * (i % 8)));
+  }
+}
+
+}  // namespace
+
+// Packs (pack true) or unpacks the lower or upper triangle of the column-major n x n
+// `matrix` to or from `packed` (its columns one after another); returns the launch's
+// cudaError_t.
+int triangle(double *matrix, double *packed, long long n, bool lower, bool pack, cudaStream_t stream) {
+  if (pack)
+    columns<true><<<unsigned(n), kThreads, 0, stream>>>(matrix, packed, n, lower);
+  else
+    columns<false><<<unsigned(n), kThreads, 0, stream>>>(matrix, packed, n, lower);
+  return cudaGetLastError();
+}
+
+// Fills n bytes at p with a sequence that depends on `seed`.
+int fill_bytes(void *p, long long n, unsigned long long seed, cudaStream_t stream) {
+  fill<<<1024, kThreads, 0, stream>>>(static_cast<unsigned char *>(p), n, seed);
+  return cudaGetLastError();
+}
+
+}  // namespace bench_pack_blocklist

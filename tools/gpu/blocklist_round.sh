@@ -1,0 +1,72 @@
+#!/bin/bash
+# One GPU round for the block-list kernels and contiguous runs (issue 11, issue 19), under
+# MPICH: builds only what it runs, then the block-list tests, bench_pack's block-list
+# table and its strided rows (no-regression check), the pack tests of every shape,
+# compute-sanitizer memcheck on the block-list test, and Nsight Compute's DRAM figures
+# for the block-list kernels of a few rows. Each step gets what is left of a 570 s
+# budget (one call of the device tool), the important ones first. Tables and CSV go to
+# $OUT (or ./gpu-out), the logs into $OUT/blocklist-logs.tgz.
+#   bash tools/gpu/blocklist_round.sh        (env: STRIDED=quick|full|0, NCU_ROWS="name ...")
+set -uo pipefail
+top=${OUT:-gpu-out}
+logs=$top/blocklist-logs
+mkdir -p "$logs"
+deadline=$((SECONDS + ${BUDGET:-570}))
+# Runs "$@" with at most $1 seconds, less if the round's budget has less left.
+step() {
+  local limit=$1 left=$((deadline - SECONDS - 5))
+  shift
+  [ $left -lt $limit ] && limit=$left
+  if [ $limit -le 0 ]; then echo "skipped (out of time): $*"; return 124; fi
+  timeout $limit "$@"
+}
+source .gpu-host/use-mpich.sh .gpu-host/debs
+launcher=$(command -v mpiexec.hydra || command -v mpiexec)
+[ -d /opt/c2/usr/share/pkgconfig ] || { mkdir -p /opt/c2 && dpkg -x .gpu-host/debs/catch2_*.deb /opt/c2; sed -i 's|^prefix=/usr$|prefix=/opt/c2/usr|; s|=/usr/|=/opt/c2/usr/|g' /opt/c2/usr/share/pkgconfig/catch2.pc; }
+export PKG_CONFIG_PATH=/opt/c2/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
+b=build-blocklist
+meson setup $b -Dmpi=mpich -Dgpu_arch=90 -Dmpiexec="$launcher" > "$logs/setup.log" 2>&1 || { tail -20 "$logs/setup.log"; exit 1; }
+step 300 ninja -C $b tests/gpu/test_gpu_blocklist tests/gpu/test_gpu_pack tools/bench_pack > "$logs/build.log" 2>&1 ||
+  { grep -A5 error "$logs/build.log" | head -40; exit 1; }
+echo "built at ${SECONDS}s"
+
+echo "--- test_gpu_blocklist"
+step 200 $b/tests/gpu/test_gpu_blocklist > "$logs/test_gpu_blocklist.log" 2>&1
+echo "exit $?"; grep -E "test cases|FAILED|skipped|SKIP" "$logs/test_gpu_blocklist.log" | head -8
+
+echo "--- bench_pack, block lists and contiguous runs"
+step 150 $b/tools/bench_pack --rows blocklist --blocklist-csv "$top/bench_pack-blocklist.csv" > "$logs/bench-blocklist.txt" 2>&1
+echo "exit $?"; cat "$logs/bench-blocklist.txt"
+
+case ${STRIDED:-quick} in
+  quick) opt=--quick ;;
+  full) opt= ;;
+  *) opt=skip ;;
+esac
+if [ "$opt" != skip ]; then
+  echo "--- bench_pack, strided rows ${STRIDED:-quick}"
+  step 200 $b/tools/bench_pack --rows strided $opt --csv "$top/bench_pack-strided.csv" > "$logs/bench-strided.txt" 2>&1
+  echo "exit $? ($(grep -c . "$top/bench_pack-strided.csv") lines of CSV)"
+fi
+
+echo "--- test_gpu_pack"
+step 200 $b/tests/gpu/test_gpu_pack "~[large]" > "$logs/test_gpu_pack.log" 2>&1
+echo "exit $?"; grep -E "test cases|FAILED" "$logs/test_gpu_pack.log" | head -5
+
+echo "--- compute-sanitizer memcheck, test_gpu_blocklist"
+step 200 compute-sanitizer --tool memcheck --error-exitcode 9 $b/tests/gpu/test_gpu_blocklist "~[large]" \
+  > "$logs/sanitizer-blocklist.log" 2>&1
+echo "exit $?"; grep -E "ERROR SUMMARY|test cases|FAILED" "$logs/sanitizer-blocklist.log" | head -5
+
+metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__registers_per_thread
+for row in ${NCU_ROWS:-irregular-64B lower-triangle-4000 varying}; do
+  echo "--- ncu: $row (block-list kernels and the hand-written one; per-kernel averages)"
+  step 90 ncu --clock-control none --metrics $metrics -k "regex:gather|scatter|columns" -c 60 --print-summary per-kernel \
+    $b/tools/bench_pack --rows blocklist --only "$row" > "$logs/ncu-$row.txt" 2>&1
+  echo "exit $?"
+  grep -E "^  [a-z_].*\(|gpu__time_duration|dram__bytes|dram__throughput|lts__t_bytes|warps_active|inst_executed|registers" \
+    "$logs/ncu-$row.txt" | grep -v "^==" | sed 's/  */ /g' | head -40
+done
+tar -czf "$top/blocklist-logs.tgz" -C "$top" blocklist-logs && rm -rf "$logs"
+echo "round done at ${SECONDS}s"

@@ -103,6 +103,21 @@ struct DeviceBlockList {
   uint64_t alignment_bits = 0;   // long blocks: the OR of every offset and length in them
 };
 
+// What both block-list kernels' arguments say alike: one pattern instance repeated over
+// the plan's dimensions, restricted to stream bytes [first, last).
+template <class Args>
+void repeat_over_dims(const Plan &plan, int64_t first, int64_t last, Args &a) {
+  a.start = plan.start;
+  a.pattern_size = plan.pattern_size;
+  a.ndims = int(plan.dims.size());
+  for (int d = 0; d < a.ndims; ++d) {
+    a.counts[d] = plan.dims[d].count;
+    a.strides[d] = plan.dims[d].stride;
+  }
+  a.first = first;
+  a.last = last;
+}
+
 bool long_blocks(const Plan &plan) {
   int64_t blocks = 0;
   for (const Run &r : plan.pattern) blocks += r.count;
@@ -479,29 +494,13 @@ class CudaBackend final : public Backend {
       IrregularArgs a;
       a.units = static_cast<const WorkUnit *>(list->owned.get());
       a.nunits = list->nunits;
-      a.start = plan.start;
-      a.pattern_size = plan.pattern_size;
-      a.ndims = int(plan.dims.size());
-      for (int d = 0; d < a.ndims; ++d) {
-        a.counts[d] = plan.dims[d].count;
-        a.strides[d] = plan.dims[d].stride;
-      }
-      a.first = first;
-      a.last = last;
+      repeat_over_dims(plan, first, last, a);
       const int word = widest_word(addr_bits | dim_bits | list->alignment_bits | uint64_t(plan.pattern_size));
       return launch_irregular(a, word, typed, packed, to_packed, stream);
     }
     BlockListArgs a;
     a.table = list->table;
-    a.start = plan.start;
-    a.pattern_size = plan.pattern_size;
-    a.ndims = int(plan.dims.size());
-    for (int d = 0; d < a.ndims; ++d) {
-      a.counts[d] = plan.dims[d].count;
-      a.strides[d] = plan.dims[d].stride;
-    }
-    a.first = first;
-    a.last = last;
+    repeat_over_dims(plan, first, last, a);
     return launch_blocklist(a, typed, packed, to_packed, stream);
   }
 

@@ -123,6 +123,11 @@ class Backend {
   virtual Status wait(const Fence &f) = 0;
   // How many times this process waited for the GPU (all synchronizing calls).
   virtual uint64_t synchronizations() = 0;
+  // Waits for the work the application left on the legacy default stream of the current
+  // GPU (no wait, and not counted, when there is none). TEMPI's own streams follow that
+  // work by themselves; another process's GPU reading this process's memory through IPC
+  // (zero-copy) does not, so an owner settles it before peers may read.
+  virtual Status wait_default_stream() = 0;
 
   // The current GPU's identity on this node (its PCI bus id; "" without a GPU), and
   // whether its contexts are shared through the Multi-Process Service.

@@ -28,6 +28,7 @@ class StubBackend final : public Backend {
   bool query(const Fence &) override { return true; }
   Status wait(const Fence &) override { return Status::Ok; }
   uint64_t synchronizations() override { return 0; }
+  Status wait_default_stream() override { return Status::Ok; }
   std::string device_id() override { return ""; }
   bool mps_enabled() override { return false; }
   int device_count() override { return 0; }

@@ -300,6 +300,14 @@ class CudaBackend final : public Backend {
 
   uint64_t synchronizations() override { return g_synchronizations.load(std::memory_order_relaxed); }
 
+  Status wait_default_stream() override {
+    const cudaError_t idle = cudaStreamQuery(cudaStreamLegacy);
+    if (idle == cudaSuccess) return Status::Ok;
+    if (idle != cudaErrorNotReady) TEMPI_CUDA(idle);
+    TEMPI_CUDA(synchronize(cudaStreamLegacy));
+    return Status::Ok;
+  }
+
   std::string device_id() override {
     char bus[32] = "";
     int dev = 0;

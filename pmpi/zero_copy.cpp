@@ -507,6 +507,17 @@ int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector
       if (plan_at < 0) continue;
       slot.entries[ns++] = Entry{dests[i], socc[i], p.bytes, plan_at, at};
     }
+    // Peers read the send blocks in place with their own GPUs, which do not follow this
+    // process's legacy default stream as TEMPI's streams do: the application's work
+    // there (a kernel or copy that filled the buffer) must be finished before they may.
+    if (ns > 0) {
+      const OnDeviceOf on_its_gpu(sbuf);
+      if (const Status st = b.wait_default_stream(); st != Status::Ok) {
+        ns = 0;  // nobody reads this buffer: the pack path (which follows the stream) for all
+        error_ = raise_error(comm, MPI_ERR_INTERN, "%s: waiting for the GPU's default stream failed: %s", call,
+                             to_string(st));
+      }
+    }
     for (size_t j = 0; recv_home && j < rocc.size() && nr < kMaxEntries; ++j) {
       if (!rok[j] || sources[j] == me) continue;
       slot.entries[ns + nr++] = Entry{sources[j], rocc[j], rplaced[j].bytes, -1, 0};

@@ -155,6 +155,41 @@ TEST_CASE("100 calls with new contents each time, one send buffer", "[zero-copy]
   CHECK(tempi::zero_copy_counts().mappings - mapped == uint64_t(peers_on_node));
 }
 
+#if defined(P2P_REAL_GPU)
+// tests/gpu/default_stream_writer.cu
+bool copy_on_default_stream_after(void *dst, const void *src, size_t bytes, double ms);
+
+TEST_CASE("buffers filled on the legacy default stream just before the call are read as filled", "[zero-copy]") {
+  // The application fills both buffers with copies it leaves on the legacy default stream,
+  // behind a kernel that holds that stream for 20 ms, and calls MPI_Alltoallw without
+  // synchronizing. TEMPI's streams follow that stream; peers that read the send buffer in
+  // place from another process must wait for it too, or they read the old contents.
+  Types t(kFloats);
+  const size_t slot = kStridedBytes + 64, n = static_cast<size_t>(g_size);
+  const size_t rbytes = size_t(kFloats) * 4 * n + 96;
+  Buf send(true, slot * n, 31 + uint64_t(g_rank)), recv(true, rbytes, 33 + uint64_t(g_rank));
+  Buf fresh_send(true, slot * n, 35 + uint64_t(g_rank)), fresh_recv(true, rbytes, 37 + uint64_t(g_rank));
+  std::vector<int> counts(n, 1), sd(n), rd(n);
+  std::vector<MPI_Datatype> st(n, t.strided), rt(n, t.dense);
+  for (int p = 0; p < g_size; ++p) {
+    sd[size_t(p)] = int(slot) * p;
+    rd[size_t(p)] = 48 + kFloats * 4 * p;
+  }
+  std::vector<uint8_t> ref = fresh_recv.host;
+  REQUIRE(PMPI_Alltoallw(fresh_send.host.data(), counts.data(), sd.data(), st.data(), ref.data(), counts.data(),
+                         rd.data(), rt.data(), MPI_COMM_WORLD) == MPI_SUCCESS);
+  const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
+  REQUIRE(copy_on_default_stream_after(send.ptr, fresh_send.ptr, send.bytes, 20.0));
+  REQUIRE(copy_on_default_stream_after(recv.ptr, fresh_recv.ptr, recv.bytes, 0.0));
+  REQUIRE(MPI_Alltoallw(send.ptr, counts.data(), sd.data(), st.data(), recv.ptr, counts.data(), rd.data(), rt.data(),
+                        MPI_COMM_WORLD) == MPI_SUCCESS);
+  CHECK(recv.contents() == ref);
+  int expect = 0;
+  for (int p = 0; p < g_size; ++p) expect += p != g_rank && same_node(p) && ipc_on();
+  CHECK(tempi::zero_copy_counts().peer_blocks - before.peer_blocks == uint64_t(expect));
+}
+#endif
+
 TEST_CASE("a send buffer freed and allocated again between calls is never read through a stale mapping",
           "[zero-copy]") {
   for (int round = 0; round < 6; ++round) {

@@ -389,6 +389,8 @@ class EmulatedBackend final : public Backend {
   std::string device_id() override { return "emulated:0"; }
   bool mps_enabled() override { return false; }
   uint64_t synchronizations() override { return syncs_.load(std::memory_order_relaxed); }
+  // The emulated GPU has no stream of the application's: its work is all TEMPI's.
+  Status wait_default_stream() override { return Status::Ok; }
 
   int device_count() override { return 1; }
   Status select_device(int device) override { return device == 0 ? Status::Ok : Status::Unsupported; }

@@ -644,6 +644,20 @@ std::shared_ptr<CollectiveOp> new_op(const char *blocking, const char *nonblocki
   return op;
 }
 
+// The zero-copy handshake of an exchange collective (zero_copy.hpp): a blocking call moves
+// its zero-copy pairs now; a persistent init decides them for every start (how.init keeps
+// what the starts do); a nonblocking call takes no part (its pairs would have to be agreed
+// before the call returns, which needs the peers).
+int zero_copy_handshake(ZeroCopyCall &zc, const Issue &how, MPI_Comm comm, const char *call, void *sbuf,
+                        std::vector<Block> &sblocks, const std::vector<int> &dests, void *rbuf,
+                        std::vector<Block> &rblocks, const std::vector<int> &sources, bool cartesian) {
+  if (!how.request) return zc.start(comm, call, sbuf, sblocks, dests, rbuf, rblocks, sources, cartesian);
+  if (how.persistent)
+    return zc.start_persistent(comm, call, sbuf, sblocks, dests, rbuf, rblocks, sources, cartesian,
+                               how.init->zero_copy);
+  return MPI_SUCCESS;
+}
+
 bool needed(const CollectiveOp &op) { return op.send.used() || op.recv.used(); }
 
 // Before the library's call: the send blocks packed (or regions copied in). A persistent
@@ -667,6 +681,7 @@ int conclude(std::shared_ptr<CollectiveOp> op, int err, const Issue &how) {
     persistent->call = op->call;
     persistent->comm = op->comm;
     persistent->restart = std::move(how.init->restart);
+    persistent->zero_copy = std::move(how.init->zero_copy);
     if (const int e = persistent_handle(op->comm, op->call, how.request)) return e;
     how.init->made = true;
     p->persistent = std::move(persistent);
@@ -1011,10 +1026,10 @@ int alltoallv_as(const char *name, const void *sbuf, const int scounts[], const 
   if (const int err = check_types(sblocks, comm, op->call)) return err;  // before peers rely on this rank
   if (const int err = check_types(rblocks, comm, op->call)) return err;
   ZeroCopyCall zc;
-  if (!request && !g.inter) {
+  if (!g.inter) {
     const std::vector<int> all = every_rank(g.size);
-    if (const int err = zc.start(comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, all,
-                                 rgpu && !in_place ? rbuf : nullptr, rblocks, all, false))
+    if (const int err = zero_copy_handshake(zc, how, comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, all,
+                                            rgpu && !in_place ? rbuf : nullptr, rblocks, all, false))
       return err;
   }
   if (sgpu)
@@ -1058,10 +1073,10 @@ int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const 
   if (const int err = check_types(sblocks, comm, op->call)) return err;  // before peers rely on this rank
   if (const int err = check_types(rblocks, comm, op->call)) return err;
   ZeroCopyCall zc;
-  if (!request && !g.inter) {
+  if (!g.inter) {
     const std::vector<int> all = every_rank(g.size);
-    if (const int err = zc.start(comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, all,
-                                 rgpu && !in_place ? rbuf : nullptr, rblocks, all, false))
+    if (const int err = zero_copy_handshake(zc, how, comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, all,
+                                            rgpu && !in_place ? rbuf : nullptr, rblocks, all, false))
       return err;
   }
   if (sgpu)
@@ -1281,10 +1296,9 @@ int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[
   if (const int err = check_types(sblocks, comm, op->call)) return err;  // before peers rely on this rank
   if (const int err = check_types(rblocks, comm, op->call)) return err;
   ZeroCopyCall zc;
-  if (!request)
-    if (const int err = zc.start(comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, dests,
-                                 rgpu ? rbuf : nullptr, rblocks, sources, cartesian))
-      return err;
+  if (const int err = zero_copy_handshake(zc, how, comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, dests,
+                                          rgpu ? rbuf : nullptr, rblocks, sources, cartesian))
+    return err;
   if (sgpu)
     if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
   if (rgpu)
@@ -1332,10 +1346,9 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
   if (const int err = check_types(sblocks, comm, op->call)) return err;  // before peers rely on this rank
   if (const int err = check_types(rblocks, comm, op->call)) return err;
   ZeroCopyCall zc;
-  if (!request)
-    if (const int err = zc.start(comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, dests,
-                                 rgpu ? rbuf : nullptr, rblocks, sources, cartesian))
-      return err;
+  if (const int err = zero_copy_handshake(zc, how, comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, dests,
+                                          rgpu ? rbuf : nullptr, rblocks, sources, cartesian))
+    return err;
   if (sgpu)
     if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
   if (rgpu)

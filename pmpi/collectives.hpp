@@ -38,6 +38,8 @@
 
 namespace tempi {
 
+class ZeroCopyPersistent;
+
 // One typed block of a buffer argument: `count` elements of `type` at `disp` bytes from
 // the buffer's address.
 struct Block {
@@ -170,6 +172,7 @@ struct Issue {
   struct Init {
     std::function<int(MPI_Request *)> restart;
     bool made = false;
+    std::shared_ptr<ZeroCopyPersistent> zero_copy;  // the zero-copy pairs every start moves (or null)
   };
   Issue(MPI_Request *r = nullptr) : request(r) {}  // the blocking and nonblocking calls
   static Issue persistent_init(MPI_Request *r, Init *init) {

@@ -10,6 +10,7 @@
 #include "forward.hpp"
 #include "local_work.hpp"
 #include "requests.hpp"
+#include "zero_copy.hpp"
 #include "runtime.hpp"
 
 namespace tempi {
@@ -81,7 +82,16 @@ int prepare(std::vector<Starting> &ours) {
     PersistentOp &op = *p.persistent;
     if (op.collective()) {  // its send blocks' current data packed, then the library's call
       if (const int err = start_collective(*p.coll)) return err;
-      if (const int err = op.restart(&op.library)) return err;
+      if (!op.zero_copy) {
+        if (const int err = op.restart(&op.library)) return err;
+        continue;
+      }
+      // Zero-copy pairs: peers may read from here on; the application's completion calls
+      // wait for a request that covers those moves and the library's call.
+      if (const int err = op.zero_copy->begin()) return err;
+      MPI_Request library = MPI_REQUEST_NULL;
+      if (const int err = op.restart(&library)) return err;
+      if (const int err = op.zero_copy->gate(library, &op.library)) return err;
       continue;
     }
     if (!op.is_send) {

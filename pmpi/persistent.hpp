@@ -21,10 +21,13 @@
 #include <mpi.h>
 
 #include <functional>
+#include <memory>
 
 #include "messages.hpp"
 
 namespace tempi {
+
+class ZeroCopyPersistent;
 
 struct PersistentOp {
   // A persistent collective (MPI-4 MPI_X_init on GPU buffers, collectives.hpp): the
@@ -36,6 +39,10 @@ struct PersistentOp {
   // start of MPI_Allgather).
   std::function<int(MPI_Request *)> restart;
   MPI_Request library = MPI_REQUEST_NULL;
+  // Zero-copy pairs between GPUs of the node (zero_copy.hpp), where there are: `library`
+  // is then a generalized request that completes when the library's request of the start
+  // and the start's zero-copy moves have.
+  std::shared_ptr<ZeroCopyPersistent> zero_copy;
   bool collective() const { return bool(restart); }
 
   bool is_send = false;

@@ -119,6 +119,7 @@ void initialize() {
 
 void stop() {
   if (!g_active.load()) return;
+  zero_copy_drain();  // persistent collectives' starts in flight (their requests complete first)
   requests().drain_detached();  // requests the application freed must still finish (posts deferred sends)
   local_work().settle();  // launches this thread's queued moves too
   gpu_sharing().leave();

@@ -14,6 +14,8 @@
 // inactive one completes at once with an empty status and has nothing to finish): its
 // handle stays in the application's array, inactive, and its entry goes back to the table.
 // Nonblocking collectives (collectives.hpp) that complete together are unpacked together.
+#include <sched.h>
+
 #include <vector>
 
 #include "collectives.hpp"
@@ -23,6 +25,7 @@
 #include "requests.hpp"
 #include "runtime.hpp"
 #include "validate.hpp"
+#include "zero_copy.hpp"
 
 namespace tempi {
 
@@ -41,6 +44,7 @@ class Completion {
  public:
   Completion(int n, MPI_Request *reqs) : n_(n), user_(reqs) {
     flush_sends();
+    zero_copy_progress();  // before the detached requests, which may be such starts
     requests().progress_detached();
     if (requests().empty()) return;
     for (int i = 0; i < n; ++i)
@@ -162,6 +166,20 @@ class Completion {
   int failed_ = -1;
 };
 
+// A blocking completion call while persistent zero-copy starts are in flight: their
+// requests complete only through zero_copy_progress, so the call runs as its test form in
+// a loop. `test(done)` makes one test call and says whether the call may return.
+template <class Test>
+int until_done(Test test) {
+  for (;;) {
+    bool done = false;
+    const int err = test(done);
+    if (done || err != MPI_SUCCESS) return err;
+    zero_copy_progress();
+    sched_yield();
+  }
+}
+
 // Statuses the multi-request calls can write, even when the user ignores them.
 MPI_Status *statuses_for(MPI_Status *user, int n, std::vector<MPI_Status> &local) {
   if (user != MPI_STATUSES_IGNORE) return user;
@@ -208,7 +226,12 @@ int TEMPI_WRAPPER(MPI_Wait)(MPI_Request *request, MPI_Status *status) {
   if (!c.any()) return TEMPI_NEXT(MPI_Wait)(request, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int err = TEMPI_NEXT(MPI_Wait)(c.actual(), st);
+  const int err = !zero_copy_in_flight() ? TEMPI_NEXT(MPI_Wait)(c.actual(), st) : until_done([&](bool &done) {
+    int flag = 0;
+    const int e = TEMPI_NEXT(MPI_Test)(c.actual(), &flag, st);
+    done = flag;
+    return e;
+  });
   c.completed(0, st, err);
   return first_error(err, c.finish());
 }
@@ -230,7 +253,12 @@ int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status st
   if (!c.any()) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, count, local);
-  const int err = TEMPI_NEXT(MPI_Waitall)(count, c.actual(), st);
+  const int err = !zero_copy_in_flight() ? TEMPI_NEXT(MPI_Waitall)(count, c.actual(), st) : until_done([&](bool &done) {
+    int flag = 0;
+    const int e = TEMPI_NEXT(MPI_Testall)(count, c.actual(), &flag, st);
+    done = flag;
+    return e;
+  });
   for (int i = 0; i < count; ++i) c.completed(i, &st[i], error_of(err, st[i]));
   return finish_multi(c, err, st, count, statuses == MPI_STATUSES_IGNORE);
 }
@@ -257,7 +285,12 @@ int TEMPI_WRAPPER(MPI_Waitany)(int count, MPI_Request requests_[], int *index, M
   if (c.failed_send() >= 0) {
     *index = c.failed_send();
   } else {
-    err = TEMPI_NEXT(MPI_Waitany)(count, c.actual(), index, st);
+    err = !zero_copy_in_flight() ? TEMPI_NEXT(MPI_Waitany)(count, c.actual(), index, st) : until_done([&](bool &done) {
+      int flag = 0;
+      const int e = TEMPI_NEXT(MPI_Testany)(count, c.actual(), index, &flag, st);
+      done = flag;
+      return e;
+    });
   }
   if (*index != MPI_UNDEFINED) c.completed(*index, st, err);
   return first_error(err, c.finish());
@@ -290,7 +323,12 @@ int TEMPI_WRAPPER(MPI_Waitsome)(int incount, MPI_Request requests_[], int *outco
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, incount, local);
   if (c.failed_send() >= 0) return some_with_failed_send(c, outcount, indices, st);
-  const int err = TEMPI_NEXT(MPI_Waitsome)(incount, c.actual(), outcount, indices, st);
+  const int err = !zero_copy_in_flight() ? TEMPI_NEXT(MPI_Waitsome)(incount, c.actual(), outcount, indices, st)
+                                          : until_done([&](bool &done) {
+                                              const int e = TEMPI_NEXT(MPI_Testsome)(incount, c.actual(), outcount, indices, st);
+                                              done = *outcount != 0;
+                                              return e;
+                                            });
   if (*outcount != MPI_UNDEFINED)
     for (int k = 0; k < *outcount; ++k) c.completed(indices[k], &st[k], error_of(err, st[k]));
   return finish_multi(c, err, st, *outcount == MPI_UNDEFINED ? 0 : *outcount, statuses == MPI_STATUSES_IGNORE);

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <list>
 #include <map>
 #include <mutex>
 #include <new>
+#include <thread>
 
 #include "config.hpp"
 #include "errors.hpp"
@@ -44,6 +46,10 @@ constexpr int kMaxEntries = 1024;  // pairs on the node per direction and call; 
 constexpr int kMaxReadable = 16;
 constexpr size_t kArenaBytes = size_t(256) << 10;
 constexpr size_t kIdBytes = 32;
+constexpr int kMaxPersistent = 64;  // persistent zero-copy collectives alive per rank and communicator
+constexpr int kMaxNodeRanks = 64;   // node ranks of a communicator that persistent zero-copy serves
+constexpr int kBlockingCall = -2;   // ZeroCopyCall::negotiate's flags_at for a blocking call
+constexpr int kNoFlags = -1;        // ... for a persistent init that has no flags
 
 // What a rank says about one call. `seq` is written last (and zeroed first): a reader that
 // finds the call's number before and after copying has a consistent copy.
@@ -53,8 +59,16 @@ struct Slot {
   std::atomic<uint64_t> seen{0};  // peers that copied this slot (it is not rewritten before all did)
   IpcHandle handle;               // of the send buffer's allocation (size 0: not exported)
   char send_device[kIdBytes] = {};
+  int32_t flags_at = -1;          // a persistent init: this rank's flags (Segment::flags)
   int32_t nsend = 0, nrecv = 0;
   Entry entries[kMaxEntries * 2];  // sends, then receives
+};
+
+// One persistent collective's flags at one rank: the starts it made, and per node rank
+// that reads its send buffer, the last start whose reads finished.
+struct PersistentFlags {
+  std::atomic<uint64_t> started{0};
+  std::atomic<uint64_t> read_done[kMaxNodeRanks];
 };
 
 struct Segment {
@@ -63,6 +77,7 @@ struct Segment {
   char readable[kMaxReadable][kIdBytes] = {};  // GPUs whose memory this rank's GPU reads
   Slot slots[2];                               // calls alternate: a rank is at most one call ahead of a peer that waits for it
   std::atomic<uint64_t> arena_used{0};
+  PersistentFlags flags[kMaxPersistent];
   char arena[kArenaBytes];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory counters must be lock-free");
@@ -84,25 +99,29 @@ struct Mapping {
   uint64_t buffer_id;
   void *base;
   uint64_t peer_base, peer_size;  // the allocation's range in its own process
+  int pins;                       // persistent collectives that read through it (never evicted)
 };
 
 class Mappings {
  public:
   // The peer allocation named by `h`, mapped on the current device. Most recently used first;
-  // the oldest beyond kMax are unmapped (a peer's freed allocation stays alive while mapped).
-  Status get(int32_t pid, const IpcHandle &h, void **base) {
+  // the oldest unpinned ones beyond kMax are unmapped (a peer's freed allocation stays alive
+  // while mapped). `pin`: a persistent collective keeps reading through it until unpin().
+  Status get(int32_t pid, const IpcHandle &h, void **base, bool pin = false) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = list_.begin(); it != list_.end(); ++it)
       if (it->pid == pid && it->buffer_id == h.buffer_id) {
         list_.splice(list_.begin(), list_, it);
         *base = it->base;
+        it->pins += pin ? 1 : 0;
         return Status::Ok;
       }
     // A mapping of an allocation whose range the new one overlaps is of a freed allocation:
     // CUDA may answer the new handle with it (the old bytes, silently) or refuse the handle
     // ("resource already mapped"), so it goes first.
     for (auto it = list_.begin(); it != list_.end();)
-      if (it->pid == pid && it->peer_base < h.base + uint64_t(h.size) && h.base < it->peer_base + it->peer_size) {
+      if (it->pid == pid && !it->pins && it->peer_base < h.base + uint64_t(h.size) &&
+          h.base < it->peer_base + it->peer_size) {
         gpu_backend().ipc_close(it->base);
         it = list_.erase(it);
       } else {
@@ -114,7 +133,7 @@ class Mappings {
       // older mapping of it is open here ("resource already mapped"): that process's other
       // mappings are of freed allocations or of buffers not in this call; unmap them, retry once.
       for (auto it = list_.begin(); it != list_.end();)
-        if (it->pid == pid) {
+        if (it->pid == pid && !it->pins) {
           gpu_backend().ipc_close(it->base);
           it = list_.erase(it);
         } else {
@@ -124,12 +143,19 @@ class Mappings {
       if (st != Status::Ok) return st;
     }
     ++opened_;
-    list_.push_front({pid, h.buffer_id, *base, h.base, uint64_t(h.size)});
-    while (list_.size() > kMax) {
-      gpu_backend().ipc_close(list_.back().base);
-      list_.pop_back();
+    list_.push_front({pid, h.buffer_id, *base, h.base, uint64_t(h.size), pin ? 1 : 0});
+    for (auto it = list_.end(); list_.size() > kMax && it != list_.begin();) {
+      --it;
+      if (it->pins) continue;
+      gpu_backend().ipc_close(it->base);
+      it = list_.erase(it);
     }
     return Status::Ok;
+  }
+  void unpin(int32_t pid, uint64_t buffer_id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Mapping &m : list_)
+      if (m.pid == pid && m.buffer_id == buffer_id && m.pins > 0) --m.pins;
   }
   void clear() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -187,8 +213,29 @@ struct NodeShare {
   std::map<std::pair<uint64_t, int64_t>, int64_t> published;
   std::map<std::pair<int, int64_t>, Plan> peer_plans;
   bool arena_full_logged = false;
+  std::mutex flags_mutex;  // flags_used: given back by whichever thread drops a persistent collective last
+  std::vector<bool> flags_used = std::vector<bool>(kMaxPersistent, false);  // this rank's PersistentFlags
 
   Segment &mine() { return *segments[size_t(node_rank)]; }
+
+  // This rank's free persistent flags, cleared (-1: none, or a node too large to serve).
+  int take_flags() {
+    if (segments.size() > size_t(kMaxNodeRanks)) return -1;
+    std::lock_guard<std::mutex> lock(flags_mutex);
+    for (int i = 0; i < kMaxPersistent; ++i)
+      if (!flags_used[size_t(i)]) {
+        flags_used[size_t(i)] = true;
+        PersistentFlags &f = mine().flags[i];
+        f.started.store(0, std::memory_order_relaxed);
+        for (auto &d : f.read_done) d.store(0, std::memory_order_relaxed);
+        return i;
+      }
+    return -1;
+  }
+  void give_flags(int i) {
+    std::lock_guard<std::mutex> lock(flags_mutex);
+    if (i >= 0) flags_used[size_t(i)] = false;
+  }
 
   ~NodeShare() {
     for (auto &p : peer_plans) gpu_backend().release_plan(p.second.id);
@@ -369,6 +416,7 @@ void spin_until(Ready ready, MPI_Comm node, const char *call, const char *what, 
 struct PeerView {
   IpcHandle handle;
   char send_device[kIdBytes] = {};
+  int flags_at = -1;
   std::vector<Entry> sends, recvs;  // its pairs with this rank
 };
 
@@ -380,6 +428,7 @@ bool snapshot(Slot &s, uint64_t seq, int me, PeerView &view, MPI_Comm node, cons
              "to enter the call", peer);
   if (seen != seq) return false;
   view.handle = s.handle;
+  view.flags_at = s.flags_at;
   std::memcpy(view.send_device, s.send_device, kIdBytes);
   view.send_device[kIdBytes - 1] = 0;
   const int ns = std::max(0, std::min(s.nsend, int32_t(kMaxEntries)));
@@ -434,10 +483,80 @@ ZeroCopyCall::~ZeroCopyCall() {
 int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector<Block> &sblocks,
                         const std::vector<int> &dests, void *rbuf, std::vector<Block> &rblocks,
                         const std::vector<int> &sources, bool cartesian) {
+  if (const int err = negotiate(comm, call, sbuf, sblocks, dests, rbuf, rblocks, sources, cartesian, kBlockingCall))
+    return err;
+  if (reads_.empty()) return MPI_SUCCESS;
+  // One batch reads every block into device scratch, one batch writes the typed blocks,
+  // issued now so that they overlap the library's call.
+  const OnDeviceOf on_its_gpu(rbuf);
+  Backend &b = gpu_backend();
+  Status st = prepare_moves();
+  if (st == Status::Ok) {
+    Fence packed;
+    st = b.pack_async(packs_, packed);
+    if (st == Status::Ok) st = b.unpack_async(unpacks_, fence_);
+  }
+  if (st != Status::Ok)
+    error_ = raise_error(comm, MPI_ERR_INTERN, "%s: zero-copy moves on the GPU failed: %s", call, to_string(st));
+  return error_;
+}
+
+int ZeroCopyCall::start_persistent(MPI_Comm comm, const char *call, void *sbuf, std::vector<Block> &sblocks,
+                                   const std::vector<int> &dests, void *rbuf, std::vector<Block> &rblocks,
+                                   const std::vector<int> &sources, bool cartesian,
+                                   std::shared_ptr<ZeroCopyPersistent> &kept) {
+  kept.reset();
+  std::shared_ptr<NodeShare> node = share_of(comm);  // collective the first time
+  const int flags_at = node && config().ipc ? node->take_flags() : -1;
+  const int err = negotiate(comm, call, sbuf, sblocks, dests, rbuf, rblocks, sources, cartesian, flags_at);
+  if (err == MPI_SUCCESS && (!reads_.empty() || !reader_ranks_.empty())) {
+    const OnDeviceOf on_its_gpu(rbuf);
+    if (const Status st = prepare_moves(); st != Status::Ok)
+      error_ = raise_error(comm, MPI_ERR_INTERN, "%s: zero-copy moves on the GPU failed: %s", call, to_string(st));
+  }
+  if (err != MPI_SUCCESS || error_ != MPI_SUCCESS || (reads_.empty() && reader_ranks_.empty())) {
+    if (node) node->give_flags(flags_at);
+    for (const auto &m : pinned_) mappings().unpin(m.first, m.second);
+    pinned_.clear();
+    // Pairs were decided at both ends: an error here leaves them undone, which the other
+    // end's starts would wait for; the init fails (MPI_X_init returns the error).
+    return err != MPI_SUCCESS ? err : error_;
+  }
+  auto p = std::make_shared<ZeroCopyPersistent>();
+  p->call_ = call;
+  p->comm_ = comm;
+  p->node_ = node_;
+  p->flags_at_ = flags_at;
+  for (size_t peer = 0; peer < owner_flags_.size(); ++peer)
+    if (told_[peer] > 0) p->owners_.push_back({int(peer), owner_flags_[peer]});
+  p->readers_ = reader_ranks_;
+  p->reads_ = std::move(reads_);
+  p->packs_ = std::move(packs_);
+  p->unpacks_ = std::move(unpacks_);
+  p->scratch_ = std::move(scratch_);
+  p->pinned_ = std::move(pinned_);
+  p->device_ = device_;
+  reads_.clear();
+  packs_.clear();
+  unpacks_.clear();
+  pinned_.clear();
+  // Nothing moved at init: finish() only ends the handshake.
+  readers_ = 0;
+  std::fill(told_.begin(), told_.end(), 0);
+  kept = std::move(p);
+  return MPI_SUCCESS;
+}
+
+int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::vector<Block> &sblocks,
+                            const std::vector<int> &dests, void *rbuf, std::vector<Block> &rblocks,
+                            const std::vector<int> &sources, bool cartesian, int flags_at) {
   call_ = call;
   comm_ = comm;
   node_ = share_of(comm);  // collective the first time: before any decision of this rank's own
   if (!config().ipc) return MPI_SUCCESS;
+  // A persistent init without flags of its own (all taken) lists no pair: the pack path.
+  const bool listing = flags_at != kNoFlags;
+  const bool persistent = flags_at != kBlockingCall;
   int me = 0;
   PMPI_Comm_rank(comm, &me);
   Backend &b = gpu_backend();
@@ -496,9 +615,10 @@ int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector
     slot.done.store(0, std::memory_order_relaxed);
     slot.seen.store(0, std::memory_order_relaxed);
     slot.handle = exported ? handle : IpcHandle{};
+    slot.flags_at = persistent ? flags_at : -1;
     copy_id(slot.send_device, sbuf && exported ? identity_of(b.device_of(sbuf)) : std::string());
     int ns = 0, nr = 0;
-    for (size_t i = 0; exported && i < socc.size() && ns < kMaxEntries; ++i) {
+    for (size_t i = 0; listing && exported && i < socc.size() && ns < kMaxEntries; ++i) {
       if (!sok[i] || dests[i] == me) continue;
       const PlacedBlock &p = splaced[i];
       const int64_t at = int64_t(p.typed - static_cast<char *>(sbuf)) + handle.offset;
@@ -518,7 +638,7 @@ int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector
                              to_string(st));
       }
     }
-    for (size_t j = 0; recv_home && j < rocc.size() && nr < kMaxEntries; ++j) {
+    for (size_t j = 0; listing && recv_home && j < rocc.size() && nr < kMaxEntries; ++j) {
       if (!rok[j] || sources[j] == me) continue;
       slot.entries[ns + nr++] = Entry{sources[j], rocc[j], rplaced[j].bytes, -1, 0};
     }
@@ -534,6 +654,7 @@ int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector
     std::sort(peers_.begin(), peers_.end());
     peers_.erase(std::unique(peers_.begin(), peers_.end()), peers_.end());
     told_.assign(node_->segments.size(), 0);
+    owner_flags_.assign(node_->segments.size(), -1);
   }
 
   // The peers' slots of this call, and each pair's decision (both ends decide alike).
@@ -558,6 +679,7 @@ int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector
       for (size_t i = 0; i < socc.size(); ++i)
         if (dests[i] == peer_comm && socc[i] == e.occurrence && sok[i]) sblocks[i].count = 0;
       ++readers_;
+      if (reader_ranks_.empty() || reader_ranks_.back() != peer) reader_ranks_.push_back(peer);
     }
     // Blocks this rank receives from the peer: read from its send buffer.
     for (int k = 0; k < mine_slot.nrecv; ++k) {
@@ -567,6 +689,7 @@ int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector
       if (!s || s->bytes != e.bytes || theirs.handle.size == 0 || !readable_by(node_->mine(), theirs.send_device))
         continue;
       ++told_[size_t(peer)];  // read or not, the owner waits for this pair
+      owner_flags_[size_t(peer)] = theirs.flags_at;
       size_t j = 0;
       while (j < rocc.size() && !(sources[j] == peer_comm && rocc[j] == e.occurrence && rok[j])) ++j;
       if (j == rocc.size()) continue;
@@ -575,8 +698,9 @@ int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector
       Status st;
       {
         const OnDeviceOf on_its_gpu(rbuf);
-        st = mappings().get(peer_seg.pid, theirs.handle, &base);
+        st = mappings().get(peer_seg.pid, theirs.handle, &base, persistent);
       }
+      if (st == Status::Ok && persistent) pinned_.push_back({peer_seg.pid, theirs.handle.buffer_id});
       if (st != Status::Ok) {
         if (error_ == MPI_SUCCESS)
           error_ = raise_error(comm, MPI_ERR_OTHER, "%s: cannot map comm rank %d's GPU buffer (CUDA IPC): %s", call,
@@ -604,33 +728,28 @@ int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector
     rblocks[self_into[k]].count = 0;
     reads_.push_back(std::move(rd));
   }
-  if (error_ != MPI_SUCCESS || reads_.empty()) return error_;
+  return error_;
+}
 
-  // One batch reads every block into device scratch, one batch writes the typed blocks.
+Status ZeroCopyCall::prepare_moves() {
+  if (reads_.empty()) return Status::Ok;
+  Backend &b = gpu_backend();
   int64_t total = 0;
   std::vector<int64_t> at(reads_.size());
   for (size_t k = 0; k < reads_.size(); ++k) {
     at[k] = total;
     total += (reads_[k].into.bytes + 255) & ~int64_t(255);
   }
-  const OnDeviceOf on_its_gpu(rbuf);
-  device_ = b.device_of(rbuf);
-  Status st = b.acquire(ScratchKind::Device, size_t(total), scratch_);
-  if (st == Status::Ok) {
-    for (size_t k = 0; k < reads_.size(); ++k) {
-      Read &rd = reads_[k];
-      const Plan *from = rd.from < 0 ? &rd.own_plan : rd.plan;
-      char *packed = static_cast<char *>(scratch_.ptr) + at[k];
-      packs_.push_back({from, rd.typed, packed, rd.into.bytes, Transfer{Method::Device, rd.into.bytes}});
-      unpacks_.push_back({&rd.into.plan, rd.into.typed, packed, rd.into.bytes, Transfer{Method::Device, rd.into.bytes}});
-    }
-    Fence packed;
-    st = b.pack_async(packs_, packed);
-    if (st == Status::Ok) st = b.unpack_async(unpacks_, fence_);
+  device_ = b.device_of(reads_.front().into.typed);
+  if (const Status st = b.acquire(ScratchKind::Device, size_t(total), scratch_); st != Status::Ok) return st;
+  for (size_t k = 0; k < reads_.size(); ++k) {
+    Read &rd = reads_[k];
+    const Plan *from = rd.from < 0 ? &rd.own_plan : rd.plan;
+    char *packed = static_cast<char *>(scratch_.ptr) + at[k];
+    packs_.push_back({from, rd.typed, packed, rd.into.bytes, Transfer{Method::Device, rd.into.bytes}});
+    unpacks_.push_back({&rd.into.plan, rd.into.typed, packed, rd.into.bytes, Transfer{Method::Device, rd.into.bytes}});
   }
-  if (st != Status::Ok)
-    error_ = raise_error(comm, MPI_ERR_INTERN, "%s: zero-copy moves on the GPU failed: %s", call, to_string(st));
-  return error_;
+  return Status::Ok;
 }
 
 int ZeroCopyCall::finish(int err) {
@@ -662,6 +781,212 @@ int ZeroCopyCall::finish(int err) {
   return err != MPI_SUCCESS ? err : error_;
 }
 
+// ---- Persistent collectives ----------------------------------------------------------------
+
+namespace {
+
+// TEMPI's zero-copy thread: issues the reads of started persistent collectives once the
+// peers they read from have started the same instance, and tells those peers when the reads
+// are done. It never calls MPI; it exists so that no start waits for another process and
+// no peer's completion depends on whether this process is inside an MPI call.
+class ZeroCopyThread {
+ public:
+  void add(std::shared_ptr<ZeroCopyPersistent> op) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+      work_.push_back(std::move(op));
+    }
+    wake_.notify_one();
+  }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    std::vector<std::shared_ptr<ZeroCopyPersistent>> mine;
+    for (unsigned idle = 0;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (mine.empty()) wake_.wait(lock, [&] { return stopping_ || !work_.empty(); });
+        if (stopping_) return;
+        for (auto &op : work_) mine.push_back(std::move(op));
+        work_.clear();
+      }
+      const size_t before = mine.size();
+      mine.erase(std::remove_if(mine.begin(), mine.end(), [](const auto &op) { return op->advance(); }), mine.end());
+      // Peers start within microseconds in a tight loop, or much later: spin a little,
+      // then yield, then sleep briefly, so that a waiting start costs no core.
+      idle = mine.size() < before ? 0 : idle + 1;
+      if (idle > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      else if (idle > 200) std::this_thread::yield();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<std::shared_ptr<ZeroCopyPersistent>> work_;
+  std::thread thread_;
+  bool stopping_ = false;
+};
+
+ZeroCopyThread &zero_copy_thread() {
+  static ZeroCopyThread *t = new ZeroCopyThread;  // stopped at MPI_Finalize, never destroyed
+  return *t;
+}
+
+// Started persistent collectives whose generalized request is not completed yet.
+struct InFlight {
+  std::shared_ptr<ZeroCopyPersistent> op;
+  MPI_Request gated;
+};
+std::mutex g_flight_mutex;
+std::vector<InFlight> g_in_flight;
+std::atomic<size_t> g_in_flight_count{0};
+
+}  // namespace
+
+// The generalized request of one start (its state: a shared_ptr to the op, so that the
+// op outlives a handle freed while active): its status is the library's part's error.
+int gated_query(void *state, MPI_Status *status) {
+  ZeroCopyPersistent *op = static_cast<std::shared_ptr<ZeroCopyPersistent> *>(state)->get();
+  const int err = op->library_error_ != MPI_SUCCESS ? op->library_error_ : op->error_.load();
+  PMPI_Status_set_elements(status, MPI_BYTE, 0);
+  PMPI_Status_set_cancelled(status, 0);
+  status->MPI_SOURCE = MPI_UNDEFINED;
+  status->MPI_TAG = MPI_UNDEFINED;
+  status->MPI_ERROR = err;
+  return err;
+}
+
+namespace {
+int gated_free(void *state) {
+  delete static_cast<std::shared_ptr<ZeroCopyPersistent> *>(state);
+  return MPI_SUCCESS;
+}
+int gated_cancel(void *, int) { return MPI_SUCCESS; }
+}  // namespace
+
+ZeroCopyPersistent::~ZeroCopyPersistent() {
+  for (const auto &m : pinned_) mappings().unpin(m.first, m.second);
+  if (node_) node_->give_flags(flags_at_);
+}
+
+int ZeroCopyPersistent::begin() {
+  const uint64_t n = ++started_;
+  library_ = MPI_REQUEST_NULL;
+  library_done_ = false;
+  library_error_ = MPI_SUCCESS;
+  error_ = MPI_SUCCESS;
+  if (!readers_.empty()) {
+    // Peers read the send buffer from now on: the application's work on the legacy default
+    // stream that fills it must be finished (see ZeroCopyCall::negotiate).
+    const OnDeviceOf on_its_gpu(reads_.empty() ? nullptr : reads_.front().into.typed);
+    if (const Status st = gpu_backend().wait_default_stream(); st != Status::Ok)
+      error_ = raise_error(comm_, MPI_ERR_INTERN, "%s: waiting for the GPU's default stream failed: %s", call_,
+                           to_string(st));
+  }
+  if (flags_at_ >= 0) node_->mine().flags[flags_at_].started.store(n, std::memory_order_release);
+  phase_.store(reads_.empty() ? 3 : 1, std::memory_order_release);
+  return error_.load();
+}
+
+bool ZeroCopyPersistent::advance() {
+  Backend &b = gpu_backend();
+  const uint64_t n = started_;
+  if (phase_.load(std::memory_order_acquire) == 1) {
+    for (const auto &o : owners_)
+      if (o.second < 0 ||
+          node_->segments[size_t(o.first)]->flags[o.second].started.load(std::memory_order_acquire) < n)
+        return false;
+    const int previous = b.use_device(device_);
+    Fence packed;
+    Status st = b.pack_async(packs_, packed);
+    if (st == Status::Ok) st = b.unpack_async(unpacks_, fence_);
+    b.use_device(previous);
+    if (st != Status::Ok) {
+      TEMPI_LOG(Error, "%s: zero-copy moves on the GPU failed: %s", call_, to_string(st));
+      error_ = MPI_ERR_INTERN;
+      fence_ = Fence{};
+    }
+    phase_.store(2, std::memory_order_release);
+  }
+  if (fence_) {
+    const int previous = b.use_device(device_);
+    const bool done = b.query(fence_);
+    b.use_device(previous);
+    if (!done) return false;
+    fence_ = Fence{};
+  }
+  // Done reading: each owner may let its application change the send buffer again.
+  for (const auto &o : owners_)
+    if (o.second >= 0)
+      node_->segments[size_t(o.first)]->flags[o.second].read_done[node_->node_rank].store(n, std::memory_order_release);
+  for (const auto &rd : reads_) (rd.from < 0 ? g_self_blocks : g_peer_blocks).fetch_add(1, std::memory_order_relaxed);
+  phase_.store(3, std::memory_order_release);
+  return true;
+}
+
+int ZeroCopyPersistent::gate(MPI_Request library, MPI_Request *gated) {
+  library_ = library;
+  auto *state = new std::shared_ptr<ZeroCopyPersistent>(shared_from_this());
+  const int err = PMPI_Grequest_start(gated_query, gated_free, gated_cancel, state, gated);
+  if (err != MPI_SUCCESS) {
+    delete state;
+    return raise_error(comm_, err, "%s: cannot make the start's request", call_);
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_flight_mutex);
+    g_in_flight.push_back({shared_from_this(), *gated});
+    g_in_flight_count = g_in_flight.size();
+  }
+  if (phase_.load(std::memory_order_acquire) == 1) zero_copy_thread().add(shared_from_this());
+  return MPI_SUCCESS;
+}
+
+bool ZeroCopyPersistent::finished_now() {
+  if (!library_done_) {
+    int flag = 1;
+    MPI_Status st;
+    if (library_ != MPI_REQUEST_NULL) {
+      const int err = TEMPI_NEXT(MPI_Test)(&library_, &flag, &st);
+      if (err != MPI_SUCCESS) {
+        library_error_ = err;
+        flag = 1;
+      }
+    }
+    if (!flag) return false;
+    library_done_ = true;
+  }
+  if (phase_.load(std::memory_order_acquire) != 3) return false;
+  if (flags_at_ < 0) return true;
+  const PersistentFlags &f = node_->mine().flags[flags_at_];
+  for (int r : readers_)
+    if (f.read_done[r].load(std::memory_order_acquire) < started_) return false;
+  return true;
+}
+
+void zero_copy_progress() {
+  if (g_in_flight_count.load(std::memory_order_relaxed) == 0) return;
+  std::unique_lock<std::mutex> lock(g_flight_mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // another thread is at it
+  for (auto it = g_in_flight.begin(); it != g_in_flight.end();)
+    if (it->op->finished_now()) {
+      PMPI_Grequest_complete(it->gated);
+      it = g_in_flight.erase(it);
+    } else {
+      ++it;
+    }
+  g_in_flight_count = g_in_flight.size();
+}
+
+bool zero_copy_in_flight() { return g_in_flight_count.load(std::memory_order_relaxed) > 0; }
+
 bool zero_copy_participates(MPI_Comm comm) {
   int inter = 0;
   if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return false;
@@ -672,7 +997,19 @@ ZeroCopyCounts zero_copy_counts() {
   return {g_peer_blocks.load(), g_self_blocks.load(), mappings().opened()};
 }
 
+void zero_copy_drain() {
+  for (auto began = std::chrono::steady_clock::now(); zero_copy_in_flight();) {
+    zero_copy_progress();
+    std::this_thread::yield();
+    if (std::chrono::steady_clock::now() - began > std::chrono::seconds(30)) {
+      TEMPI_LOG(Warn, "MPI_Finalize: a persistent collective's start has not finished after 30 s (zero-copy)");
+      began = std::chrono::steady_clock::now();
+    }
+  }
+}
+
 void zero_copy_shutdown() {
+  zero_copy_thread().stop();
   g_stopped = true;
   mappings().clear();
 }

@@ -24,6 +24,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -33,6 +34,7 @@
 namespace tempi {
 
 struct NodeShare;
+class ZeroCopyPersistent;
 
 class ZeroCopyCall {
  public:
@@ -49,6 +51,14 @@ class ZeroCopyCall {
   // to it. Returns an MPI error code.
   int start(MPI_Comm comm, const char *call, void *sbuf, std::vector<Block> &sblocks, const std::vector<int> &dests,
             void *rbuf, std::vector<Block> &rblocks, const std::vector<int> &sources, bool cartesian);
+  // The same handshake at a persistent collective's init (MPI_X_init may wait for the other
+  // ranks: MPI 4.1, "persistent collective initialization procedures are nonlocal"): the
+  // pairs are decided once for every start and nothing moves now. `kept` gets what each
+  // start does (null: no zero-copy pair at this rank). finish() ends the handshake as for
+  // a blocking call.
+  int start_persistent(MPI_Comm comm, const char *call, void *sbuf, std::vector<Block> &sblocks,
+                       const std::vector<int> &dests, void *rbuf, std::vector<Block> &rblocks,
+                       const std::vector<int> &sources, bool cartesian, std::shared_ptr<ZeroCopyPersistent> &kept);
   // After the library's call: waits for this rank's reads, tells their owners, and waits
   // until every reader of this rank's send buffer is done. Returns `err` or the first error.
   int finish(int err);
@@ -56,6 +66,15 @@ class ZeroCopyCall {
   int pairs() const { return int(reads_.size()); }  // blocks this rank reads (tests, logs)
 
  private:
+  friend class ZeroCopyPersistent;
+  // The handshake and the pair decisions; `flags_at`: this rank's persistent flags (-1: a
+  // blocking call). Fills reads_.
+  int negotiate(MPI_Comm comm, const char *call, void *sbuf, std::vector<Block> &sblocks,
+                const std::vector<int> &dests, void *rbuf, std::vector<Block> &rblocks,
+                const std::vector<int> &sources, bool cartesian, int flags_at);
+  // Scratch and the two job lists of reads_ (the peers' blocks into scratch, then into the
+  // receive blocks).
+  Status prepare_moves();
   // One block this rank reads: from a peer's mapped send buffer (or its own), into its own.
   struct Read {
     int from = -1;               // node rank; -1: this rank's own send block
@@ -72,6 +91,9 @@ class ZeroCopyCall {
   std::vector<int> peers_;         // node ranks of the call's pattern (they read this rank's slot)
   std::vector<int> told_;          // per node rank: pairs read from it, to report
   std::vector<Read> reads_;
+  std::vector<int> reader_ranks_;  // node ranks that read this rank's send buffer
+  std::vector<int> owner_flags_;   // per node rank: where its persistent flags are (-1: none)
+  std::vector<std::pair<int32_t, uint64_t>> pinned_;  // (process, allocation) mappings held (persistent)
   std::vector<MoveJob> packs_, unpacks_;
   Scratch scratch_;
   Fence fence_;
@@ -79,6 +101,60 @@ class ZeroCopyCall {
   bool started_ = false;
   int error_ = MPI_SUCCESS;
 };
+
+// What every start of a persistent collective does for its zero-copy pairs (decided at
+// init, docs/design.md "Persistent zero-copy"): the start publishes its number in this
+// rank's flags (after the application's work on the legacy default stream, so that peers
+// read the buffer's current contents), and TEMPI's zero-copy thread issues this rank's reads
+// once each peer it reads from has started the same instance, then tells those peers. The
+// start is complete when the library's part is, this rank's reads are, and every peer that
+// reads this rank's send buffer has told it so. Completion calls see it through a
+// generalized request (`gate`) that zero_copy_progress completes; nothing here waits for
+// another process, so a start stays nonblocking and MPI_Test stays local.
+class ZeroCopyPersistent : public std::enable_shared_from_this<ZeroCopyPersistent> {
+ public:
+  ~ZeroCopyPersistent();
+  // MPI_Start: publishes start number n + 1 and hands the reads to the zero-copy thread.
+  // Returns an MPI error code.
+  int begin();
+  // After the library's call of this start returned `library`: the request the
+  // application's completion calls wait for in its place. Returns an MPI error code.
+  int gate(MPI_Request library, MPI_Request *gated);
+  // Whether this start finished (tests the library's request; never waits).
+  bool finished_now();
+  // The zero-copy thread's step: issues or checks this start's reads; true when done.
+  bool advance();
+
+ private:
+  friend class ZeroCopyCall;
+  const char *call_ = "";
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::shared_ptr<NodeShare> node_;
+  int flags_at_ = -1;                          // this rank's flags in its segment
+  std::vector<std::pair<int, int>> owners_;    // (node rank, its flags) this rank reads from
+  std::vector<int> readers_;                   // node ranks that read this rank's send buffer
+  std::vector<ZeroCopyCall::Read> reads_;
+  std::vector<MoveJob> packs_, unpacks_;
+  Scratch scratch_;
+  std::vector<std::pair<int32_t, uint64_t>> pinned_;
+  int device_ = -1;
+  uint64_t started_ = 0;                       // this rank's starts so far
+  // The current start, between begin() and its completion.
+  MPI_Request library_ = MPI_REQUEST_NULL;
+  bool library_done_ = false;
+  int library_error_ = MPI_SUCCESS;
+  std::atomic<int> phase_{0};                  // 0 idle, 1 reads wait for owners, 2 reads issued, 3 reads done
+  Fence fence_;
+  std::atomic<int> error_{MPI_SUCCESS};        // of the reads (set by the zero-copy thread)
+  friend int gated_query(void *, MPI_Status *);
+};
+
+// Completes every started persistent zero-copy collective that finished (its generalized
+// request): completion calls run it first, and loop on it (with the library's test
+// calls) where a blocking completion call would otherwise wait for such a request.
+void zero_copy_progress();
+// Whether any persistent zero-copy start is in flight (completion calls then loop).
+bool zero_copy_in_flight();
 
 // Whether ranks of `comm` may move blocks by zero-copy, so that every blocking exchange
 // collective on it must take part in the protocol, host buffers or not. Collective on the
@@ -91,6 +167,10 @@ struct ZeroCopyCounts {
   uint64_t peer_blocks = 0, self_blocks = 0, mappings = 0;
 };
 ZeroCopyCounts zero_copy_counts();
+
+// At MPI_Finalize, before requests freed while active are finished: lets every started
+// persistent zero-copy collective finish.
+void zero_copy_drain();
 
 // Closes every mapped peer allocation (at MPI_Finalize).
 void zero_copy_shutdown();

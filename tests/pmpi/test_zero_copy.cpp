@@ -446,6 +446,164 @@ TEST_CASE("neighbourhood calls with one count for every neighbour move their nod
   MPI_Comm_free(&ring);
 }
 
+#if MPI_VERSION >= 4
+// Persistent collectives: the pairs are decided at init, every start moves them.
+
+// How one persistent start is completed by the application.
+enum class Completion { Wait, TestLoop, WaitallWithOthers, Waitany };
+
+void complete(MPI_Request *req, Completion how) {
+  switch (how) {
+    case Completion::Wait:
+      REQUIRE(MPI_Wait(req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+      break;
+    case Completion::TestLoop: {
+      int flag = 0;
+      while (!flag) REQUIRE(MPI_Test(req, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+      break;
+    }
+    case Completion::WaitallWithOthers: {
+      // Beside a host message to the next rank: both complete in one call.
+      const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+      int out = g_rank, in = -1;
+      MPI_Request r[3] = {*req, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      REQUIRE(MPI_Irecv(&in, 1, MPI_INT, prev, 77, MPI_COMM_WORLD, &r[1]) == MPI_SUCCESS);
+      REQUIRE(MPI_Isend(&out, 1, MPI_INT, next, 77, MPI_COMM_WORLD, &r[2]) == MPI_SUCCESS);
+      REQUIRE(MPI_Waitall(3, r, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+      CHECK(in == prev);
+      CHECK(r[0] == *req);  // a persistent request stays, inactive
+      break;
+    }
+    case Completion::Waitany: {
+      MPI_Request r[2] = {MPI_REQUEST_NULL, *req};
+      int index = -1;
+      REQUIRE(MPI_Waitany(2, r, &index, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+      CHECK(index == 1);
+      break;
+    }
+  }
+}
+
+TEST_CASE("MPI_Alltoallw_init: zero-copy pairs decided once, 40 starts with new contents", "[zero-copy][persistent]") {
+  Types t(kFloats);
+  const size_t slot = kStridedBytes + 64, n = static_cast<size_t>(g_size);
+  Buf send(true, slot * n, 41 + uint64_t(g_rank));
+  Buf recv(true, size_t(kFloats) * 4 * n + 96, 43 + uint64_t(g_rank));
+  std::vector<int> counts(n, 1), sd(n), rd(n);
+  std::vector<MPI_Datatype> st(n, t.strided), rt(n, t.dense);
+  for (int p = 0; p < g_size; ++p) {
+    sd[size_t(p)] = int(slot) * p;
+    rd[size_t(p)] = 48 + kFloats * 4 * ((p + g_rank) % g_size);
+  }
+  MPI_Request req = MPI_REQUEST_NULL;
+  REQUIRE(MPI_Alltoallw_init(send.ptr, counts.data(), sd.data(), st.data(), recv.ptr, counts.data(), rd.data(),
+                             rt.data(), MPI_COMM_WORLD, MPI_INFO_NULL, &req) == MPI_SUCCESS);
+  int expect = 0;
+  for (int p = 0; p < g_size; ++p) expect += p != g_rank && same_node(p) && ipc_on();
+  const Completion ways[] = {Completion::Wait, Completion::TestLoop, Completion::WaitallWithOthers,
+                             Completion::Waitany};
+  for (int start = 0; start < 40; ++start) {
+    // New contents in both buffers before each start (MPI allows it between starts).
+    for (size_t i = 0; i < send.bytes; ++i) send.host[i] = byte_at(uint64_t(2000 + start * 31 + g_rank), i);
+    for (size_t i = 0; i < recv.bytes; ++i) recv.host[i] = byte_at(uint64_t(3000 + start * 17 + g_rank), i);
+    REQUIRE(tempi::gpu_backend().copy(send.ptr, send.host.data(), send.bytes) == tempi::Status::Ok);
+    REQUIRE(tempi::gpu_backend().copy(recv.ptr, recv.host.data(), recv.bytes) == tempi::Status::Ok);
+    std::vector<uint8_t> ref = recv.host;
+    REQUIRE(PMPI_Alltoallw(send.host.data(), counts.data(), sd.data(), st.data(), ref.data(), counts.data(),
+                           rd.data(), rt.data(), MPI_COMM_WORLD) == MPI_SUCCESS);
+    const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
+    REQUIRE(MPI_Start(&req) == MPI_SUCCESS);
+    complete(&req, ways[start % 4]);
+    CHECK(recv.contents() == ref);
+    CHECK(send.contents() == send.host);
+    const tempi::ZeroCopyCounts after = tempi::zero_copy_counts();
+    CHECK(after.peer_blocks - before.peer_blocks == uint64_t(expect));
+    CHECK(after.self_blocks - before.self_blocks == uint64_t(ipc_on() ? 1 : 0));
+  }
+  REQUIRE(MPI_Request_free(&req) == MPI_SUCCESS);
+}
+
+TEST_CASE("MPI_Neighbor_alltoallw_init and MPI_Alltoallv_init started together, a host rank among them",
+          "[zero-copy][persistent]") {
+  // Rank 0's buffers are host memory: its pairs take the pack path, the others' do not.
+  const bool gpu = g_rank != 0;
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  const std::vector<int> dests = {next, prev}, sources = {prev, next};
+  MPI_Comm ring;
+  REQUIRE(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 2, sources.data(), MPI_UNWEIGHTED, 2, dests.data(),
+                                         MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &ring) == MPI_SUCCESS);
+  Types t(kFloats);
+  const size_t slot = kStridedBytes + 32, n = static_cast<size_t>(g_size);
+  const size_t dense = size_t(kFloats) * 4;
+  Buf nsend(gpu, slot * 2, 51 + uint64_t(g_rank)), nrecv(gpu, dense * 2 + 40, 53 + uint64_t(g_rank));
+  Buf vsend(gpu, kStridedBytes * n * 2, 55 + uint64_t(g_rank)), vrecv(gpu, dense * n * 2, 57 + uint64_t(g_rank));
+  const int nc[2] = {1, 1};
+  const MPI_Aint nsd[2] = {0, MPI_Aint(slot)}, nrd[2] = {40, MPI_Aint(40 + dense)};
+  const MPI_Datatype nst[2] = {t.strided, t.strided}, nrt[2] = {t.dense, t.dense};
+  std::vector<int> vc(n, 1), vsd(n), vrd(n);
+  for (int p = 0; p < g_size; ++p) {
+    vsd[size_t(p)] = 2 * p;  // in extents of the strided type
+    vrd[size_t(p)] = 2 * p;  // in extents of the dense type
+  }
+  MPI_Request reqs[2];
+  REQUIRE(MPI_Neighbor_alltoallw_init(nsend.ptr, nc, nsd, nst, nrecv.ptr, nc, nrd, nrt, ring, MPI_INFO_NULL,
+                                      &reqs[0]) == MPI_SUCCESS);
+  REQUIRE(MPI_Alltoallv_init(vsend.ptr, vc.data(), vsd.data(), t.strided, vrecv.ptr, vc.data(), vrd.data(), t.dense,
+                             MPI_COMM_WORLD, MPI_INFO_NULL, &reqs[1]) == MPI_SUCCESS);
+  for (int start = 0; start < 12; ++start) {
+    for (Buf *b : {&nsend, &vsend}) {
+      for (size_t i = 0; i < b->bytes; ++i) b->host[i] = byte_at(uint64_t(4000 + start * 13 + g_rank), i);
+      if (b->gpu) REQUIRE(tempi::gpu_backend().copy(b->ptr, b->host.data(), b->bytes) == tempi::Status::Ok);
+      else std::memcpy(b->ptr, b->host.data(), b->bytes);
+    }
+    std::vector<uint8_t> nref = nrecv.contents(), vref = vrecv.contents();
+    REQUIRE(PMPI_Neighbor_alltoallw(nsend.host.data(), nc, nsd, nst, nref.data(), nc, nrd, nrt, ring) ==
+            MPI_SUCCESS);
+    REQUIRE(PMPI_Alltoallv(vsend.host.data(), vc.data(), vsd.data(), t.strided, vref.data(), vc.data(), vrd.data(),
+                           t.dense, MPI_COMM_WORLD) == MPI_SUCCESS);
+    REQUIRE(MPI_Startall(2, reqs) == MPI_SUCCESS);
+    REQUIRE(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    CHECK(nrecv.contents() == nref);
+    CHECK(vrecv.contents() == vref);
+  }
+  REQUIRE(MPI_Request_free(&reqs[0]) == MPI_SUCCESS);
+  REQUIRE(MPI_Request_free(&reqs[1]) == MPI_SUCCESS);
+  MPI_Comm_free(&ring);
+}
+
+TEST_CASE("a persistent zero-copy collective freed while active still finishes", "[zero-copy][persistent]") {
+  Types t(kFloats);
+  const size_t slot = kStridedBytes + 64, n = static_cast<size_t>(g_size);
+  Buf send(true, slot * n, 61 + uint64_t(g_rank));
+  Buf recv(true, size_t(kFloats) * 4 * n, 63 + uint64_t(g_rank));
+  std::vector<int> counts(n, 1), sd(n), rd(n);
+  std::vector<MPI_Datatype> st(n, t.strided), rt(n, t.dense);
+  for (int p = 0; p < g_size; ++p) {
+    sd[size_t(p)] = int(slot) * p;
+    rd[size_t(p)] = kFloats * 4 * p;
+  }
+  std::vector<uint8_t> ref = recv.host;
+  REQUIRE(PMPI_Alltoallw(send.host.data(), counts.data(), sd.data(), st.data(), ref.data(), counts.data(), rd.data(),
+                         rt.data(), MPI_COMM_WORLD) == MPI_SUCCESS);
+  MPI_Request req = MPI_REQUEST_NULL;
+  REQUIRE(MPI_Alltoallw_init(send.ptr, counts.data(), sd.data(), st.data(), recv.ptr, counts.data(), rd.data(),
+                             rt.data(), MPI_COMM_WORLD, MPI_INFO_NULL, &req) == MPI_SUCCESS);
+  REQUIRE(MPI_Start(&req) == MPI_SUCCESS);
+  REQUIRE(MPI_Request_free(&req) == MPI_SUCCESS);
+  CHECK(req == MPI_REQUEST_NULL);
+  // The start finishes in later completion calls, and the data arrives. Every rank sees its
+  // data before the barrier, so no rank frees a send buffer a peer still reads.
+  const double deadline = MPI_Wtime() + 60;
+  while (recv.contents() != ref && MPI_Wtime() < deadline) {
+    int flag = 0;
+    MPI_Request none = MPI_REQUEST_NULL;
+    MPI_Test(&none, &flag, MPI_STATUS_IGNORE);
+  }
+  CHECK(recv.contents() == ref);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+#endif
+
 int main(int argc, char **argv) {
 #if defined(P2P_REAL_GPU)
   tempi::tools::select_gpu_before_mpi_init();

@@ -20,6 +20,8 @@
 //                   the MPI library is CUDA-aware or there is no GPU
 //   persistent      the 52 calls made once as MPI_Recv_init/MPI_Send_init; each exchange
 //                   is MPI_Startall + MPI_Waitall
+//   neighbor-persistent  the neighbor variant's call made once as MPI_Neighbor_alltoallw_init
+//                   (MPI 4); each exchange is MPI_Start + MPI_Wait
 //   hand-fused      (CUDA builds) what a GPU code writes without datatypes: one kernel packs
 //                   the 26 slabs into one buffer, grouped by peer, one PMPI_Isend and one
 //                   PMPI_Irecv of contiguous bytes per peer (device buffers on a CUDA-aware
@@ -95,7 +97,7 @@ ElemInfo elem_info(Elem e) {
 }
 
 const char *const kVariantNames[] = {"tempi",      "library-alone", "host-copy", "neighbor", "neighbor-library",
-                                     "persistent",
+                                     "persistent", "neighbor-persistent",
 #ifdef TEMPI_HALO_FUSED
                                      "hand-fused", "fused-nccl"
 #endif
@@ -482,6 +484,7 @@ struct Grid {
   std::vector<unsigned char> host_storage;  // the grid itself without a GPU
   std::vector<unsigned char> staging;       // the host-copy variant's host grid
   std::vector<MPI_Request> persistent;      // the persistent variant's 52 requests, made at first use
+  MPI_Request neighbor_persistent = MPI_REQUEST_NULL;  // the neighbor-persistent variant's, made at first use
   Fused fused;       // hand-fused (pinned host buffers where the library is not CUDA-aware)
   Fused nccl_fused;  // fused-nccl (always device buffers: NCCL's kernels read and write them)
   // fused-nccl: why it does not run here ("" when it does), set by nccl_prepare (collective)
@@ -751,6 +754,29 @@ std::string nccl_header(const Grid &g) {
 #endif
 #endif
 
+std::string persistent_collectives_unavailable(const Grid &) {
+  return MPI_VERSION >= 4 ? "" : "n/a (the MPI library has no MPI-4 persistent collectives)";
+}
+bool exchange_neighbor_persistent(const Halo &h, Grid &g) {
+#if MPI_VERSION >= 4
+  if (g.neighbor_persistent == MPI_REQUEST_NULL &&
+      MPI_Neighbor_alltoallw_init(g.data, h.graph_counts.data(), h.graph_displs.data(), h.graph_send_types.data(),
+                                  g.data, h.graph_counts.data(), h.graph_displs.data(), h.graph_recv_types.data(),
+                                  h.graph, MPI_INFO_NULL, &g.neighbor_persistent) != MPI_SUCCESS)
+    return false;
+  const double t0 = MPI_Wtime();
+  MPI_Start(&g.neighbor_persistent);
+  const double t1 = MPI_Wtime();
+  MPI_Wait(&g.neighbor_persistent, MPI_STATUS_IGNORE);
+  g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
+  return true;
+#else
+  (void)h;
+  (void)g;
+  return false;
+#endif
+}
+
 const Variant kVariants[] = {
     {"tempi", false, always, exchange_tempi},
     {"library-alone", true, library_unavailable, exchange_library_alone},
@@ -758,6 +784,7 @@ const Variant kVariants[] = {
     {"neighbor", false, always, exchange_neighbor},
     {"neighbor-library", true, library_unavailable, exchange_neighbor_library},
     {"persistent", false, always, exchange_persistent},
+    {"neighbor-persistent", false, persistent_collectives_unavailable, exchange_neighbor_persistent},
 #ifdef TEMPI_HALO_FUSED
     {"hand-fused", false, fused_unavailable, exchange_hand_fused},
     {"fused-nccl", false, fused_nccl_unavailable, exchange_fused_nccl},
@@ -1029,6 +1056,7 @@ int run(int argc, char **argv) {
     rc = good ? 0 : 1;
   }
   for (MPI_Request &r : grid.persistent) MPI_Request_free(&r);
+  if (grid.neighbor_persistent != MPI_REQUEST_NULL) MPI_Request_free(&grid.neighbor_persistent);
 #ifdef TEMPI_HALO_FUSED
   nccl_release(grid);  // collective: every rank prepared alike
   fused_release(grid.fused);

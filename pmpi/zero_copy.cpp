@@ -213,6 +213,12 @@ struct NodeShare {
   std::map<std::pair<uint64_t, int64_t>, int64_t> published;
   std::map<std::pair<int, int64_t>, Plan> peer_plans;
   bool arena_full_logged = false;
+  // A persistent collective was made on the communicator (every rank of it knows alike: the
+  // init is collective). Its requests may outlive the communicator's handle (MPI allows
+  // freeing a communicator that persistent requests still use) and are freed by each rank
+  // on its own, so the window cannot be freed collectively any more: it stays until
+  // MPI_Finalize.
+  bool had_persistent = false;
   std::mutex flags_mutex;  // flags_used: given back by whichever thread drops a persistent collective last
   std::vector<bool> flags_used = std::vector<bool>(kMaxPersistent, false);  // this rank's PersistentFlags
 
@@ -241,7 +247,7 @@ struct NodeShare {
     for (auto &p : peer_plans) gpu_backend().release_plan(p.second.id);
     // After MPI_Finalize began the library frees its own objects; before, freeing is
     // collective on the node, as the communicator's free that runs this is.
-    if (g_stopped.load()) return;
+    if (g_stopped.load() || had_persistent) return;
     if (win != MPI_WIN_NULL) PMPI_Win_free(&win);
     if (node != MPI_COMM_NULL) PMPI_Comm_free(&node);
   }
@@ -507,6 +513,7 @@ int ZeroCopyCall::start_persistent(MPI_Comm comm, const char *call, void *sbuf, 
                                    std::shared_ptr<ZeroCopyPersistent> &kept) {
   kept.reset();
   std::shared_ptr<NodeShare> node = share_of(comm);  // collective the first time
+  if (node) node->had_persistent = true;
   const int flags_at = node && config().ipc ? node->take_flags() : -1;
   const int err = negotiate(comm, call, sbuf, sblocks, dests, rbuf, rblocks, sources, cartesian, flags_at);
   if (err == MPI_SUCCESS && (!reads_.empty() || !reader_ranks_.empty())) {
@@ -536,6 +543,7 @@ int ZeroCopyCall::start_persistent(MPI_Comm comm, const char *call, void *sbuf, 
   p->scratch_ = std::move(scratch_);
   p->pinned_ = std::move(pinned_);
   p->device_ = device_;
+  p->send_device_ = sbuf ? gpu_backend().device_of(sbuf) : -1;
   reads_.clear();
   packs_.clear();
   unpacks_.clear();
@@ -886,10 +894,12 @@ int ZeroCopyPersistent::begin() {
   if (!readers_.empty()) {
     // Peers read the send buffer from now on: the application's work on the legacy default
     // stream that fills it must be finished (see ZeroCopyCall::negotiate).
-    const OnDeviceOf on_its_gpu(reads_.empty() ? nullptr : reads_.front().into.typed);
-    if (const Status st = gpu_backend().wait_default_stream(); st != Status::Ok)
+    Backend &b = gpu_backend();
+    const int previous = b.use_device(send_device_);
+    if (const Status st = b.wait_default_stream(); st != Status::Ok)
       error_ = raise_error(comm_, MPI_ERR_INTERN, "%s: waiting for the GPU's default stream failed: %s", call_,
                            to_string(st));
+    b.use_device(previous);
   }
   if (flags_at_ >= 0) node_->mine().flags[flags_at_].started.store(n, std::memory_order_release);
   phase_.store(reads_.empty() ? 3 : 1, std::memory_order_release);

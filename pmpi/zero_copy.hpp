@@ -137,7 +137,8 @@ class ZeroCopyPersistent : public std::enable_shared_from_this<ZeroCopyPersisten
   std::vector<MoveJob> packs_, unpacks_;
   Scratch scratch_;
   std::vector<std::pair<int32_t, uint64_t>> pinned_;
-  int device_ = -1;
+  int device_ = -1;       // the receive buffer's GPU (the reads run there)
+  int send_device_ = -1;  // the send buffer's GPU
   uint64_t started_ = 0;                       // this rank's starts so far
   // The current start, between begin() and its completion.
   MPI_Request library_ = MPI_REQUEST_NULL;

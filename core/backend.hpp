@@ -48,6 +48,19 @@ struct MoveJob {
   Transfer transfer{Method::OneShot, 0};
 };
 
+// A typed object moved straight into another typed object of the same packed size (a
+// zero-copy read of a peer's send block into this rank's receive block): `bytes` packed
+// bytes of `from` at `from_typed` become those of `to` at `to_typed`. `scratch` is device
+// memory of `bytes` bytes for a pair that cannot move in one pass (pack, then unpack).
+struct PairJob {
+  const Plan *from = nullptr;
+  const void *from_typed = nullptr;
+  const Plan *to = nullptr;
+  void *to_typed = nullptr;
+  int64_t bytes = 0;
+  void *scratch = nullptr;
+};
+
 // GPU memory exported to another process of this node (CUDA IPC): what the other process
 // needs to map the allocation that holds a pointer.
 struct IpcHandle {
@@ -117,6 +130,10 @@ class Backend {
   // Work on one thread's stream completes in issue order.
   virtual Status pack_async(const std::vector<MoveJob> &jobs, Fence &done) = 0;
   virtual Status unpack_async(const std::vector<MoveJob> &jobs, Fence &done) = 0;
+  // The same for typed-to-typed moves (all on the current device, both sides GPU memory
+  // it can reach): pairs whose plans are both strided share one launch that reads each
+  // source word and writes it to its place, the others go through their scratch.
+  virtual Status move_async(const std::vector<PairJob> &jobs, Fence &done) = 0;
   // Whether the work before `f` finished (never blocks), and waiting for it. Each wait
   // that blocks is one synchronization (counted, see synchronizations()).
   virtual bool query(const Fence &f) = 0;

@@ -25,6 +25,7 @@ class StubBackend final : public Backend {
   MemoryUse memory_use() override { return {}; }
   Status pack_async(const std::vector<MoveJob> &, Fence &) override { return Status::Unsupported; }
   Status unpack_async(const std::vector<MoveJob> &, Fence &) override { return Status::Unsupported; }
+  Status move_async(const std::vector<PairJob> &, Fence &) override { return Status::Unsupported; }
   bool query(const Fence &) override { return true; }
   Status wait(const Fence &) override { return Status::Ok; }
   uint64_t synchronizations() override { return 0; }

@@ -4,6 +4,7 @@
 #include <cuda.h>  // types of the driver's pointer queries only: they are reached through cudart
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -531,6 +532,48 @@ class CudaBackend final : public Backend {
     o.bytes = std::min(j.bytes, plan.packed_size());
     o.word = widest_word(bits);
     return fusable(o.ndims, o.bytes, o.word);
+  }
+
+  // Pairs whose plans are both strided: one fused launch per kMaxFusedPairs, one access
+  // width for both sides of a pair. The others are packed into their scratch and unpacked
+  // from it, on the same stream.
+  Status move_async(const std::vector<PairJob> &jobs, Fence &done) override {
+    done = Fence{};
+    cudaStream_t stream;
+    TEMPI_TRY(thread_stream(stream));
+    auto fence = std::make_shared<CudaFence>();
+    fence->device = current_device();
+    std::vector<FusedPair> fused;
+    std::vector<MoveJob> packs, unpacks;
+    for (const PairJob &j : jobs) {
+      const int64_t bytes = std::min({j.bytes, j.from->packed_size(), j.to->packed_size()});
+      if (bytes <= 0) continue;
+      const MoveJob from{j.from, const_cast<void *>(j.from_typed), nullptr, bytes, Transfer{Method::Device, bytes}};
+      const MoveJob to{j.to, j.to_typed, nullptr, bytes, Transfer{Method::Device, bytes}};
+      FusedPair p;
+      if (describe_fused(from, nullptr, p.from) && describe_fused(to, nullptr, p.to)) {
+        p.from.word = p.to.word = std::min(p.from.word, p.to.word);  // powers of two: the smaller divides both
+        if (fusable(p.from.ndims, bytes, p.from.word) && fusable(p.to.ndims, bytes, p.to.word)) {
+          fused.push_back(p);
+          continue;
+        }
+      }
+      if (!j.scratch) return Status::Unsupported;
+      packs.push_back({j.from, const_cast<void *>(j.from_typed), j.scratch, bytes, Transfer{Method::Device, bytes}});
+      unpacks.push_back({j.to, j.to_typed, j.scratch, bytes, Transfer{Method::Device, bytes}});
+    }
+    for (size_t k = 0; k < fused.size(); k += kMaxFusedPairs)
+      TEMPI_TRY(launch_fused_pairs(fused.data() + k, int(std::min<size_t>(kMaxFusedPairs, fused.size() - k)), stream));
+    if (!packs.empty()) {
+      Fence packed, unpacked;  // on this stream too: the fence below follows them
+      TEMPI_TRY(issue(packs, true, packed));
+      TEMPI_TRY(issue(unpacks, false, unpacked));
+    }
+    if (fused.empty() && packs.empty()) return Status::Ok;
+    TEMPI_TRY(event_pool(fence->device).take(fence->event));
+    TEMPI_CUDA(cudaEventRecord(fence->event, stream));
+    done.state = std::move(fence);
+    return Status::Ok;
   }
 
   // Issues the jobs on this thread's stream and records the fence after them. Small

@@ -190,6 +190,60 @@ __global__ void __launch_bounds__(kThreads) fused(const __grid_constant__ FusedB
   }
 }
 
+// Typed-to-typed pairs: both sides walk the same word index through their own strides.
+struct SideDev {
+  uint8_t *base;
+  int64_t start;
+  uint32_t words_per_block;
+  FastDiv per_block;
+  int ndims;
+  FastDiv dims[kMaxFusedDims];
+  int64_t strides[kMaxFusedDims];
+};
+struct PairDev {
+  SideDev from, to;
+  uint32_t word, nwords, first_block;
+};
+struct PairBatch {
+  int n;
+  PairDev pairs[kMaxFusedPairs];
+};
+
+template <int W>
+__device__ __forceinline__ int64_t offset_of(const SideDev &s, uint32_t i) {
+  uint32_t row = s.per_block.div(i);
+  int64_t off = s.start + int64_t(i - row * s.words_per_block) * W;
+  for (int d = 0; d < s.ndims; ++d) {
+    const uint32_t next = s.dims[d].div(row);
+    off += int64_t(row - next * s.dims[d].d) * s.strides[d];
+    row = next;
+  }
+  return off;
+}
+
+template <int W>
+__device__ __forceinline__ void pair_object(const PairDev &p, uint32_t i, uint32_t step) {
+  using T = typename WordOf<W>::type;
+  for (; i < p.nwords; i += step)
+    *reinterpret_cast<T *>(p.to.base + offset_of<W>(p.to, i)) =
+        *reinterpret_cast<const T *>(p.from.base + offset_of<W>(p.from, i));
+}
+
+__global__ void __launch_bounds__(kThreads) fused_pairs(const __grid_constant__ PairBatch b) {
+  int j = 0;
+  while (j + 1 < b.n && blockIdx.x >= b.pairs[j + 1].first_block) ++j;
+  const PairDev &p = b.pairs[j];
+  const uint32_t nblocks = (j + 1 < b.n ? b.pairs[j + 1].first_block : gridDim.x) - p.first_block;
+  const uint32_t i = (blockIdx.x - p.first_block) * blockDim.x + threadIdx.x, step = nblocks * blockDim.x;
+  switch (p.word) {
+    case 16: return pair_object<16>(p, i, step);
+    case 8: return pair_object<8>(p, i, step);
+    case 4: return pair_object<4>(p, i, step);
+    case 2: return pair_object<2>(p, i, step);
+    default: return pair_object<1>(p, i, step);
+  }
+}
+
 // Thread blocks for one object of a fused launch: about two words per thread, capped
 // so that one large object does not hold the others back.
 uint32_t fused_blocks(uint32_t nwords) {
@@ -322,6 +376,41 @@ Status launch_fused(const FusedObject *objects, int n, bool to_packed, cudaStrea
     fused<true><<<blocks, kThreads, 0, stream>>>(b);
   else
     fused<false><<<blocks, kThreads, 0, stream>>>(b);
+  TEMPI_CUDA(cudaGetLastError());
+  return Status::Ok;
+}
+
+namespace {
+void describe_side(const FusedObject &o, const void *base, SideDev &s) {
+  s.base = static_cast<uint8_t *>(const_cast<void *>(base));
+  s.start = o.start;
+  s.words_per_block = uint32_t(o.block / o.word);
+  s.per_block = FastDiv(s.words_per_block);
+  s.ndims = o.ndims;
+  for (int i = 0; i < o.ndims; ++i) {
+    s.dims[i] = FastDiv(uint32_t(o.counts[i] < (int64_t(1) << 31) ? o.counts[i] : (int64_t(1) << 31)));
+    s.strides[i] = o.strides[i];
+  }
+}
+}  // namespace
+
+Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream) {
+  PairBatch b;
+  b.n = 0;
+  uint32_t blocks = 0;
+  for (int k = 0; k < n; ++k) {
+    const FusedPair &p = pairs[k];
+    PairDev &d = b.pairs[b.n];
+    describe_side(p.from, p.from.typed, d.from);
+    describe_side(p.to, p.to.typed, d.to);
+    d.word = uint32_t(p.from.word);
+    d.nwords = uint32_t(p.from.bytes / p.from.word);
+    d.first_block = blocks;
+    blocks += fused_blocks(d.nwords);
+    ++b.n;
+  }
+  if (b.n == 0) return Status::Ok;
+  fused_pairs<<<blocks, kThreads, 0, stream>>>(b);
   TEMPI_CUDA(cudaGetLastError());
   return Status::Ok;
 }

@@ -68,6 +68,17 @@ bool fusable(int ndims, int64_t bytes, int word);
 // are dealt to the objects by size, each object with its own access width.
 Status launch_fused(const FusedObject *objects, int n, bool to_packed, cudaStream_t stream);
 
+// A typed-to-typed move of a fused launch: `from` read at from.typed, `to` written at
+// to.typed (their `packed` unused), one access width and one byte count for both.
+struct FusedPair {
+  FusedObject from, to;
+};
+constexpr int kMaxFusedPairs = 32;  // pairs per launch (the kernel's parameter space)
+// Moves every pair (at most kMaxFusedPairs) with one kernel launch: each word is read
+// from its place in the source object and written to its place in the destination, so
+// the bytes cross memory once (zero-copy's reads of peers' blocks).
+Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream);
+
 // `word` is the access width in bytes (1, 2, 4, 8 or 16) dividing every offset,
 // length and address involved.
 Status launch_strided(const StridedArgs &a, int word, const void *typed, void *packed, bool to_packed,

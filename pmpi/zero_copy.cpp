@@ -492,15 +492,13 @@ int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector
   if (const int err = negotiate(comm, call, sbuf, sblocks, dests, rbuf, rblocks, sources, cartesian, kBlockingCall))
     return err;
   if (reads_.empty()) return MPI_SUCCESS;
-  // One batch reads every block into device scratch, one batch writes the typed blocks,
-  // issued now so that they overlap the library's call.
+  // Every block moved straight from the peer's typed block into this rank's (one launch
+  // for the strided ones), issued now so that it overlaps the library's call.
   const OnDeviceOf on_its_gpu(rbuf);
   Backend &b = gpu_backend();
   Status st = prepare_moves();
   if (st == Status::Ok) {
-    Fence packed;
-    st = b.pack_async(packs_, packed);
-    if (st == Status::Ok) st = b.unpack_async(unpacks_, fence_);
+    st = b.move_async(moves_, fence_);
   }
   if (st != Status::Ok)
     error_ = raise_error(comm, MPI_ERR_INTERN, "%s: zero-copy moves on the GPU failed: %s", call, to_string(st));
@@ -538,15 +536,13 @@ int ZeroCopyCall::start_persistent(MPI_Comm comm, const char *call, void *sbuf, 
     if (told_[peer] > 0) p->owners_.push_back({int(peer), owner_flags_[peer]});
   p->readers_ = reader_ranks_;
   p->reads_ = std::move(reads_);
-  p->packs_ = std::move(packs_);
-  p->unpacks_ = std::move(unpacks_);
+  p->moves_ = std::move(moves_);
   p->scratch_ = std::move(scratch_);
   p->pinned_ = std::move(pinned_);
   p->device_ = device_;
   p->send_device_ = sbuf ? gpu_backend().device_of(sbuf) : -1;
   reads_.clear();
-  packs_.clear();
-  unpacks_.clear();
+  moves_.clear();
   pinned_.clear();
   // Nothing moved at init: finish() only ends the handshake.
   readers_ = 0;
@@ -754,8 +750,7 @@ Status ZeroCopyCall::prepare_moves() {
     Read &rd = reads_[k];
     const Plan *from = rd.from < 0 ? &rd.own_plan : rd.plan;
     char *packed = static_cast<char *>(scratch_.ptr) + at[k];
-    packs_.push_back({from, rd.typed, packed, rd.into.bytes, Transfer{Method::Device, rd.into.bytes}});
-    unpacks_.push_back({&rd.into.plan, rd.into.typed, packed, rd.into.bytes, Transfer{Method::Device, rd.into.bytes}});
+    moves_.push_back({from, rd.typed, &rd.into.plan, rd.into.typed, rd.into.bytes, packed});
   }
   return Status::Ok;
 }
@@ -915,9 +910,7 @@ bool ZeroCopyPersistent::advance() {
           node_->segments[size_t(o.first)]->flags[o.second].started.load(std::memory_order_acquire) < n)
         return false;
     const int previous = b.use_device(device_);
-    Fence packed;
-    Status st = b.pack_async(packs_, packed);
-    if (st == Status::Ok) st = b.unpack_async(unpacks_, fence_);
+    const Status st = b.move_async(moves_, fence_);
     b.use_device(previous);
     if (st != Status::Ok) {
       TEMPI_LOG(Error, "%s: zero-copy moves on the GPU failed: %s", call_, to_string(st));

@@ -72,8 +72,8 @@ class ZeroCopyCall {
   int negotiate(MPI_Comm comm, const char *call, void *sbuf, std::vector<Block> &sblocks,
                 const std::vector<int> &dests, void *rbuf, std::vector<Block> &rblocks,
                 const std::vector<int> &sources, bool cartesian, int flags_at);
-  // Scratch and the two job lists of reads_ (the peers' blocks into scratch, then into the
-  // receive blocks).
+  // The moves of reads_ (Backend::move_async), with device scratch for the pairs that do
+  // not move in one pass (block lists: packed into it, then unpacked).
   Status prepare_moves();
   // One block this rank reads: from a peer's mapped send buffer (or its own), into its own.
   struct Read {
@@ -94,7 +94,7 @@ class ZeroCopyCall {
   std::vector<int> reader_ranks_;  // node ranks that read this rank's send buffer
   std::vector<int> owner_flags_;   // per node rank: where its persistent flags are (-1: none)
   std::vector<std::pair<int32_t, uint64_t>> pinned_;  // (process, allocation) mappings held (persistent)
-  std::vector<MoveJob> packs_, unpacks_;
+  std::vector<PairJob> moves_;  // the reads: each peer block straight into its receive block
   Scratch scratch_;
   Fence fence_;
   int device_ = -1;
@@ -134,7 +134,7 @@ class ZeroCopyPersistent : public std::enable_shared_from_this<ZeroCopyPersisten
   std::vector<std::pair<int, int>> owners_;    // (node rank, its flags) this rank reads from
   std::vector<int> readers_;                   // node ranks that read this rank's send buffer
   std::vector<ZeroCopyCall::Read> reads_;
-  std::vector<MoveJob> packs_, unpacks_;
+  std::vector<PairJob> moves_;  // the reads: each peer block straight into its receive block
   Scratch scratch_;
   std::vector<std::pair<int32_t, uint64_t>> pinned_;
   int device_ = -1;       // the receive buffer's GPU (the reads run there)

@@ -365,6 +365,35 @@ class EmulatedBackend final : public Backend {
   Status pack_async(const std::vector<MoveJob> &jobs, Fence &done) override { return issue(jobs, true, done); }
   Status unpack_async(const std::vector<MoveJob> &jobs, Fence &done) override { return issue(jobs, false, done); }
 
+  // Each pair through a host buffer of its packed bytes (the host packer has no
+  // typed-to-typed form), all pairs as one piece of work on this thread's stream.
+  Status move_async(const std::vector<PairJob> &jobs, Fence &done) override {
+    done = Fence{};
+    if (injected(EmulatedFault::Launch)) return Status::GpuError;
+    std::vector<std::function<void()>> work;
+    for (const PairJob &j : jobs) {
+      if (!j.from || !j.to || j.bytes < 0) return Status::Unsupported;
+      const int64_t bytes = std::min({j.bytes, j.from->packed_size(), j.to->packed_size()});
+      if (bytes <= 0) continue;
+      char *from = nullptr, *to = nullptr;
+      if (!gpu_side(j.from_typed, from) || !gpu_side(j.to_typed, to)) return Status::GpuError;
+      auto plans = std::make_shared<const std::pair<Plan, Plan>>(*j.from, *j.to);
+      work.push_back([plans, from, to, bytes] {
+        std::vector<char> packed(static_cast<size_t>(bytes));
+        host_pack(plans->first, from, packed.data(), 0, bytes);
+        host_unpack(plans->second, packed.data(), to, 0, bytes);
+      });
+    }
+    if (work.empty()) return Status::Ok;
+    auto state = std::make_shared<FenceState>();
+    state->stream = this_thread_stream();
+    state->seq = state->stream->enqueue([work = std::move(work)] {
+      for (const auto &w : work) w();
+    });
+    done.state = std::move(state);
+    return Status::Ok;
+  }
+
   // The first question about unfinished work gets "not yet": the GPU is busy.
   bool query(const Fence &f) override {
     if (!f) return true;

@@ -246,6 +246,41 @@ TEST_CASE("MPI_Alltoallv of a strided type between GPU buffers", "[zero-copy]") 
   CHECK(recv.contents() == ref);
 }
 
+TEST_CASE("MPI_Alltoallw with block-list and strided types on both sides", "[zero-copy]") {
+  // Send blocks alternate an irregular indexed type (a block list: moved through device
+  // scratch) and a vector received as an indexed type, so that every pairing of a strided
+  // and a block-list plan moves, byte for byte as the library moves it.
+  const int lens[4] = {3, 1, 7, 2}, disps[4] = {0, 5, 9, 21};  // 13 floats
+  MPI_Datatype indexed, vec;
+  MPI_Type_indexed(4, lens, disps, MPI_FLOAT, &indexed);
+  MPI_Type_commit(&indexed);
+  MPI_Type_vector(13, 1, 2, MPI_FLOAT, &vec);
+  MPI_Type_commit(&vec);
+  const size_t slot = 26 * 4 + 16, n = static_cast<size_t>(g_size);
+  Buf send(true, slot * n, 71 + uint64_t(g_rank)), recv(true, slot * n, 73 + uint64_t(g_rank));
+  std::vector<int> counts(n, 1), sd(n), rd(n);
+  std::vector<MPI_Datatype> st(n), rt(n);
+  for (int p = 0; p < g_size; ++p) {
+    sd[size_t(p)] = int(slot) * p;
+    rd[size_t(p)] = int(slot) * p + 4;
+    // What rank r sends rank p is typed by (r + p): both ends agree on the signature (13 floats).
+    st[size_t(p)] = (g_rank + p) % 2 ? indexed : vec;
+    rt[size_t(p)] = (g_rank + p) % 2 ? vec : indexed;
+  }
+  std::vector<uint8_t> ref = recv.host;
+  REQUIRE(PMPI_Alltoallw(send.host.data(), counts.data(), sd.data(), st.data(), ref.data(), counts.data(), rd.data(),
+                         rt.data(), MPI_COMM_WORLD) == MPI_SUCCESS);
+  const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
+  REQUIRE(MPI_Alltoallw(send.ptr, counts.data(), sd.data(), st.data(), recv.ptr, counts.data(), rd.data(), rt.data(),
+                        MPI_COMM_WORLD) == MPI_SUCCESS);
+  CHECK(recv.contents() == ref);
+  int expect = 0;
+  for (int p = 0; p < g_size; ++p) expect += p != g_rank && same_node(p) && ipc_on();
+  CHECK(tempi::zero_copy_counts().peer_blocks - before.peer_blocks == uint64_t(expect));
+  MPI_Type_free(&indexed);
+  MPI_Type_free(&vec);
+}
+
 // A neighbourhood of `comm`: block i of the send buffer to dests[i], block j of the
 // receive buffer from sources[j]; each block a different strided type.
 void neighbor_round(MPI_Comm comm, const std::vector<int> &sources, const std::vector<int> &dests, uint64_t seed) {

@@ -55,6 +55,12 @@ struct BlockListArgs {
 };
 
 // `typed` and `packed` may have any alignment; `packed` holds stream byte `first`.
+// launch_blocklist balances by bytes and finds the block of every 16-byte window (for
+// short blocks); launch_long_blocks (long_blocks.cu) gives each warp a share of about
+// 2 KiB and finds each block once per share (for plans where long_block_plan holds).
+bool long_block_plan(const Plan &plan);
+Status launch_long_blocks(const BlockListArgs &a, const void *typed, void *packed, bool to_packed,
+                          cudaStream_t stream);
 Status launch_blocklist(const BlockListArgs &a, const void *typed, void *packed, bool to_packed,
                         cudaStream_t stream);
 

@@ -86,68 +86,14 @@ int widest_word(uint64_t bits) {
   return 1;
 }
 
-// A block-list pattern's table on one device (blocklist.hpp).
-// A block-list pattern's device data on one device: a plan of long blocks (on average
-// kLongBlockBytes or more) keeps the warp-per-piece work units, others the byte-balanced
-// table (blocklist.hpp). The byte-balanced kernel is 8x faster than the warp-per-piece one
-// on 64-byte blocks but reached only 0.32-0.43 of a memcpy on triangles, where the other
-// reaches 0.63 (one H100 / H200, 2026-11-22/23; issues 11 and 19).
-constexpr int64_t kLongBlockBytes = 256;
-constexpr int64_t kUnitBytes = 2048;  // work per warp in the warp-per-piece kernel
-
+// A block-list pattern's table on one device (blocklist.hpp), read by both block-list
+// kernels: plans of long blocks (long_block_plan) take the warp-per-share kernel, the
+// others the byte-balanced one.
 struct DeviceBlockList {
   Buffer owned;
   bool long_blocks = false;
-  BlockListTable table;          // short blocks
-  int64_t nunits = 0;            // long blocks: the work units
-  uint64_t alignment_bits = 0;   // long blocks: the OR of every offset and length in them
+  BlockListTable table;
 };
-
-// What both block-list kernels' arguments say alike: one pattern instance repeated over
-// the plan's dimensions, restricted to stream bytes [first, last).
-template <class Args>
-void repeat_over_dims(const Plan &plan, int64_t first, int64_t last, Args &a) {
-  a.start = plan.start;
-  a.pattern_size = plan.pattern_size;
-  a.ndims = int(plan.dims.size());
-  for (int d = 0; d < a.ndims; ++d) {
-    a.counts[d] = plan.dims[d].count;
-    a.strides[d] = plan.dims[d].stride;
-  }
-  a.first = first;
-  a.last = last;
-}
-
-bool long_blocks(const Plan &plan) {
-  int64_t blocks = 0;
-  for (const Run &r : plan.pattern) blocks += r.count;
-  return blocks > 0 && plan.pattern_size >= kLongBlockBytes * blocks;
-}
-
-std::vector<WorkUnit> cut_units(const Plan &plan, uint64_t &bits) {
-  std::vector<WorkUnit> units;
-  int64_t packed = 0;
-  for (const Run &r : plan.pattern) {
-    bits |= uint64_t(r.offset) | uint64_t(r.length) | uint64_t(r.stride);
-    if (r.length >= kUnitBytes) {  // long blocks: several units per block
-      for (int64_t b = 0; b < r.count; ++b)
-        for (int64_t c = 0; c < r.length; c += kUnitBytes) {
-          const int64_t len = std::min(kUnitBytes, r.length - c);
-          units.push_back({r.offset + b * r.stride + c, packed, 0, uint32_t(len), 1});
-          bits |= uint64_t(c) | uint64_t(len);
-          packed += len;
-        }
-      continue;
-    }
-    const int64_t per_unit = std::max<int64_t>(1, kUnitBytes / r.length);  // short blocks: several per unit
-    for (int64_t b = 0; b < r.count; b += per_unit) {
-      const int64_t n = std::min(per_unit, r.count - b);
-      units.push_back({r.offset + b * r.stride, packed, r.stride, uint32_t(r.length), uint32_t(n)});
-      packed += n * r.length;
-    }
-  }
-  return units;
-}
 
 class CudaBackend final : public Backend {
  public:
@@ -490,18 +436,19 @@ class CudaBackend final : public Backend {
 
     std::shared_ptr<DeviceBlockList> list;
     TEMPI_TRY(units_for(plan, list));
-    if (list->long_blocks) {
-      IrregularArgs a;
-      a.units = static_cast<const WorkUnit *>(list->owned.get());
-      a.nunits = list->nunits;
-      repeat_over_dims(plan, first, last, a);
-      const int word = widest_word(addr_bits | dim_bits | list->alignment_bits | uint64_t(plan.pattern_size));
-      return launch_irregular(a, word, typed, packed, to_packed, stream);
-    }
     BlockListArgs a;
     a.table = list->table;
-    repeat_over_dims(plan, first, last, a);
-    return launch_blocklist(a, typed, packed, to_packed, stream);
+    a.start = plan.start;
+    a.pattern_size = plan.pattern_size;
+    a.ndims = int(plan.dims.size());
+    for (int d = 0; d < a.ndims; ++d) {
+      a.counts[d] = plan.dims[d].count;
+      a.strides[d] = plan.dims[d].stride;
+    }
+    a.first = first;
+    a.last = last;
+    return list->long_blocks ? launch_long_blocks(a, typed, packed, to_packed, stream)
+                             : launch_blocklist(a, typed, packed, to_packed, stream);
   }
 
   // A job that can join a fused launch: a strided plan of few dimensions, 32-bit indices.
@@ -726,20 +673,12 @@ class CudaBackend final : public Backend {
       return Status::Ok;
     }
     auto list = std::make_shared<DeviceBlockList>();
-    list->long_blocks = long_blocks(plan);
-    if (list->long_blocks) {
-      const std::vector<WorkUnit> units = cut_units(plan, list->alignment_bits);
-      const size_t bytes = units.size() * sizeof(WorkUnit);
-      TEMPI_TRY(Buffer::allocate(Buffer::Kind::Device, bytes, list->owned));
-      TEMPI_CUDA(cudaMemcpy(list->owned.get(), units.data(), bytes, cudaMemcpyHostToDevice));
-      list->nunits = int64_t(units.size());
-    } else {
-      const BlockListImage image = blocklist_image(plan);
-      std::vector<char> host(image.bytes());
-      TEMPI_TRY(Buffer::allocate(Buffer::Kind::Device, host.size(), list->owned));
-      image.lay_out(host.data(), list->owned.get(), list->table);
-      TEMPI_CUDA(cudaMemcpy(list->owned.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
-    }
+    list->long_blocks = long_block_plan(plan);
+    const BlockListImage image = blocklist_image(plan);
+    std::vector<char> host(image.bytes());
+    TEMPI_TRY(Buffer::allocate(Buffer::Kind::Device, host.size(), list->owned));
+    image.lay_out(host.data(), list->owned.get(), list->table);
+    TEMPI_CUDA(cudaMemcpy(list->owned.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
     // Plans made without an id (tests of one-off plans) are not cached.
     if (plan.id != 0) units_.emplace(key, list);
     out = list;

@@ -35,6 +35,71 @@ constexpr int64_t kWarpStep = 32 * kGroup;  // windows a warp moves per step
 // Index entries per pattern at most: the index stays a small fraction of the runs.
 constexpr int64_t kMaxIndexEntries = int64_t(1) << 20;
 
+// Where one lane's walk stands: the pattern instance and the run it used last.
+struct Cursor {
+  int64_t inst_lo = 1, inst_hi = 0;  // stream bytes of the cached instance (none at first)
+  int64_t base = 0;                  // the instance's typed offset
+  int64_t run = -1;
+  int64_t run_lo = 1, run_hi = 0;    // pattern bytes of the cached run
+  BlockRun desc = {};
+};
+
+// A piece of the stream in the typed buffer: the offset of its first byte and the
+// bounds of the block that holds it (the bytes a kernel may touch around it).
+struct Piece {
+  int64_t typed, lo, hi;
+};
+
+// Moves the cursor to the run that holds pattern byte `o`. The loads for the two ways
+// of finding it (the run after the cached one, which short runs meet in order, and the
+// index) are independent, so that their latencies overlap.
+__device__ void find_run(const BlockListTable &t, Cursor &c, int64_t o) {
+  const int64_t next = c.run + 1, e = o >> t.shift;
+  const int64_t next_end = t.starts[min(next + 1, t.nruns)];
+  int64_t lo = t.run_at[e], hi = t.run_at[e + 1];
+  if (next < t.nruns && o >= c.run_hi && o < next_end) {  // the next run starts where the cached one ends
+    c.run = next;
+    c.run_lo = c.run_hi;
+    c.run_hi = next_end;
+    c.desc = t.runs[next];
+    return;
+  }
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (t.starts[mid] <= o)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  c.run = lo;
+  c.run_lo = t.starts[lo];
+  c.run_hi = t.starts[lo + 1];
+  c.desc = t.runs[lo];
+}
+
+// The piece that starts at stream byte `pos`.
+template <bool Wide>
+__device__ Piece locate(const BlockListArgs &a, Cursor &c, int64_t pos) {
+  if (pos < c.inst_lo || pos >= c.inst_hi) {
+    int64_t inst = quot<Wide>(pos, a.pattern_size);
+    c.inst_lo = inst * a.pattern_size;
+    c.inst_hi = c.inst_lo + a.pattern_size;
+    int64_t base = a.start;
+    for (int d = 0; d < a.ndims; ++d) {
+      const int64_t q = quot<Wide>(inst, a.counts[d]);
+      base += (inst - q * a.counts[d]) * a.strides[d];
+      inst = q;
+    }
+    c.base = base;
+  }
+  const int64_t o = pos - c.inst_lo;
+  if (o < c.run_lo || o >= c.run_hi) find_run(a.table, c, o);
+  const int64_t into = o - c.run_lo;
+  const int64_t k = c.run_hi - c.run_lo == c.desc.length ? 0 : quot<Wide>(into, c.desc.length);
+  const int64_t lo = c.base + c.desc.typed + k * c.desc.stride;
+  return {lo + into - k * c.desc.length, lo, lo + c.desc.length};
+}
+
 // The aligned typed chunks under a window, before realignment: the window's byte 0 is
 // byte `shift` of c0:c1.
 struct Raw {
@@ -269,6 +334,15 @@ Status launch(const BlockListArgs &a, uint64_t typed, uint64_t packed, bool to_p
     scatter<Wide><<<unsigned(blocks), kThreads, 0, stream>>>(a, l);
   TEMPI_CUDA(cudaGetLastError());
   return Status::Ok;
+}
+
+// Whether every position, count and division of the launch fits 31 bits.
+bool fits_narrow(const BlockListArgs &a) {
+  const int64_t limit = int64_t(1) << 31;
+  if (a.last + kWindow >= limit || a.pattern_size >= limit) return false;
+  for (int d = 0; d < a.ndims; ++d)
+    if (a.counts[d] >= limit) return false;
+  return true;
 }
 
 int floor_log2(uint64_t x) {

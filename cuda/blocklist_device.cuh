@@ -1,14 +1,11 @@
-// Device pieces that both block-list kernels use (blocklist.cu, long_blocks.cu): where a
-// stream byte lies in the typed buffer (the run index and a cursor that remembers the run
-// and pattern instance it found last), and 16-byte chunk accesses that never leave a block.
+// Device pieces that both block-list kernels use (blocklist.cu, long_blocks.cu): division
+// by run-time divisors, and 16-byte chunk accesses that never leave a block.
 // Included by .cu files only; everything here has internal linkage.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
-
-#include "blocklist.hpp"
 
 namespace tempi {
 namespace {
@@ -20,71 +17,6 @@ constexpr int kWindow = 16;  // bytes of a chunk: the widest access
 template <bool Wide>
 __device__ __forceinline__ int64_t quot(int64_t n, int64_t d) {
   return Wide ? n / d : int64_t(uint32_t(n) / uint32_t(d));
-}
-
-// Where one lane's walk stands: the pattern instance and the run it used last.
-struct Cursor {
-  int64_t inst_lo = 1, inst_hi = 0;  // stream bytes of the cached instance (none at first)
-  int64_t base = 0;                  // the instance's typed offset
-  int64_t run = -1;
-  int64_t run_lo = 1, run_hi = 0;    // pattern bytes of the cached run
-  BlockRun desc = {};
-};
-
-// A piece of the stream in the typed buffer: the offset of its first byte and the
-// bounds of the block that holds it (the bytes a kernel may touch around it).
-struct Piece {
-  int64_t typed, lo, hi;
-};
-
-// Moves the cursor to the run that holds pattern byte `o`. The loads for the two ways
-// of finding it (the run after the cached one, which short runs meet in order, and the
-// index) are independent, so that their latencies overlap.
-__device__ void find_run(const BlockListTable &t, Cursor &c, int64_t o) {
-  const int64_t next = c.run + 1, e = o >> t.shift;
-  const int64_t next_end = t.starts[min(next + 1, t.nruns)];
-  int64_t lo = t.run_at[e], hi = t.run_at[e + 1];
-  if (next < t.nruns && o >= c.run_hi && o < next_end) {  // the next run starts where the cached one ends
-    c.run = next;
-    c.run_lo = c.run_hi;
-    c.run_hi = next_end;
-    c.desc = t.runs[next];
-    return;
-  }
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (t.starts[mid] <= o)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  c.run = lo;
-  c.run_lo = t.starts[lo];
-  c.run_hi = t.starts[lo + 1];
-  c.desc = t.runs[lo];
-}
-
-// The piece that starts at stream byte `pos`.
-template <bool Wide>
-__device__ Piece locate(const BlockListArgs &a, Cursor &c, int64_t pos) {
-  if (pos < c.inst_lo || pos >= c.inst_hi) {
-    int64_t inst = quot<Wide>(pos, a.pattern_size);
-    c.inst_lo = inst * a.pattern_size;
-    c.inst_hi = c.inst_lo + a.pattern_size;
-    int64_t base = a.start;
-    for (int d = 0; d < a.ndims; ++d) {
-      const int64_t q = quot<Wide>(inst, a.counts[d]);
-      base += (inst - q * a.counts[d]) * a.strides[d];
-      inst = q;
-    }
-    c.base = base;
-  }
-  const int64_t o = pos - c.inst_lo;
-  if (o < c.run_lo || o >= c.run_hi) find_run(a.table, c, o);
-  const int64_t into = o - c.run_lo;
-  const int64_t k = c.run_hi - c.run_lo == c.desc.length ? 0 : quot<Wide>(into, c.desc.length);
-  const int64_t lo = c.base + c.desc.typed + k * c.desc.stride;
-  return {lo + into - k * c.desc.length, lo, lo + c.desc.length};
 }
 
 // Bytes [lo, hi) of a 16-byte chunk, as offsets into it (clamped to [0, 16]).
@@ -146,16 +78,6 @@ __device__ __forceinline__ uint4 realign(uint4 c0, uint4 c1, unsigned s) {
   for (int k = 0; k < 5; ++k) x[k] = q == 0 ? w[k] : q == 1 ? w[k + 1] : q == 2 ? w[k + 2] : w[k + 3];
   return make_uint4(__funnelshift_r(x[0], x[1], r), __funnelshift_r(x[1], x[2], r), __funnelshift_r(x[2], x[3], r),
                     __funnelshift_r(x[3], x[4], r));
-}
-
-// Whether every position, count and division of a launch fits 31 bits (a kernel may
-// reach a chunk past `last`), so that the kernels can take quot<false>.
-bool fits_narrow(const BlockListArgs &a) {
-  const int64_t limit = int64_t(1) << 31;
-  if (a.last + kWindow >= limit || a.pattern_size >= limit) return false;
-  for (int d = 0; d < a.ndims; ++d)
-    if (a.counts[d] >= limit) return false;
-  return true;
 }
 
 }  // namespace

@@ -86,14 +86,31 @@ int widest_word(uint64_t bits) {
   return 1;
 }
 
-// A block-list pattern's table on one device (blocklist.hpp), read by both block-list
-// kernels: plans of long blocks (long_block_plan) take the warp-per-share kernel, the
-// others the byte-balanced one.
+// A block-list pattern's device data on one device (blocklist.hpp): plans of long blocks
+// (long_block_plan) take the warp-per-piece kernel and its pieces, the others the
+// byte-balanced kernel and its run table.
 struct DeviceBlockList {
   Buffer owned;
   bool long_blocks = false;
-  BlockListTable table;
+  BlockListTable table;                // short blocks
+  const LongPiece *pieces = nullptr;   // long blocks: the pieces of one instance
+  std::vector<int64_t> piece_starts;   // long blocks: their stream offsets, on the host
 };
+
+// What both block-list kernels' arguments say alike: one pattern instance repeated over
+// the plan's dimensions, restricted to stream bytes [first, last).
+template <class Args>
+void repeat_over_dims(const Plan &plan, int64_t first, int64_t last, Args &a) {
+  a.start = plan.start;
+  a.pattern_size = plan.pattern_size;
+  a.ndims = int(plan.dims.size());
+  for (int d = 0; d < a.ndims; ++d) {
+    a.counts[d] = plan.dims[d].count;
+    a.strides[d] = plan.dims[d].stride;
+  }
+  a.first = first;
+  a.last = last;
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -436,19 +453,17 @@ class CudaBackend final : public Backend {
 
     std::shared_ptr<DeviceBlockList> list;
     TEMPI_TRY(units_for(plan, list));
+    if (list->long_blocks) {
+      LongBlockArgs a;
+      a.pieces = list->pieces;
+      a.npieces = int64_t(list->piece_starts.size());
+      repeat_over_dims(plan, first, last, a);
+      return launch_long_blocks(a, list->piece_starts, typed, packed, to_packed, stream);
+    }
     BlockListArgs a;
     a.table = list->table;
-    a.start = plan.start;
-    a.pattern_size = plan.pattern_size;
-    a.ndims = int(plan.dims.size());
-    for (int d = 0; d < a.ndims; ++d) {
-      a.counts[d] = plan.dims[d].count;
-      a.strides[d] = plan.dims[d].stride;
-    }
-    a.first = first;
-    a.last = last;
-    return list->long_blocks ? launch_long_blocks(a, typed, packed, to_packed, stream)
-                             : launch_blocklist(a, typed, packed, to_packed, stream);
+    repeat_over_dims(plan, first, last, a);
+    return launch_blocklist(a, typed, packed, to_packed, stream);
   }
 
   // A job that can join a fused launch: a strided plan of few dimensions, 32-bit indices.
@@ -674,11 +689,20 @@ class CudaBackend final : public Backend {
     }
     auto list = std::make_shared<DeviceBlockList>();
     list->long_blocks = long_block_plan(plan);
-    const BlockListImage image = blocklist_image(plan);
-    std::vector<char> host(image.bytes());
-    TEMPI_TRY(Buffer::allocate(Buffer::Kind::Device, host.size(), list->owned));
-    image.lay_out(host.data(), list->owned.get(), list->table);
-    TEMPI_CUDA(cudaMemcpy(list->owned.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+    if (list->long_blocks) {
+      const std::vector<LongPiece> pieces = long_pieces(plan);
+      const size_t bytes = pieces.size() * sizeof(LongPiece);
+      TEMPI_TRY(Buffer::allocate(Buffer::Kind::Device, bytes, list->owned));
+      TEMPI_CUDA(cudaMemcpy(list->owned.get(), pieces.data(), bytes, cudaMemcpyHostToDevice));
+      list->pieces = static_cast<const LongPiece *>(list->owned.get());
+      for (const LongPiece &p : pieces) list->piece_starts.push_back(p.packed);
+    } else {
+      const BlockListImage image = blocklist_image(plan);
+      std::vector<char> host(image.bytes());
+      TEMPI_TRY(Buffer::allocate(Buffer::Kind::Device, host.size(), list->owned));
+      image.lay_out(host.data(), list->owned.get(), list->table);
+      TEMPI_CUDA(cudaMemcpy(list->owned.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+    }
     // Plans made without an id (tests of one-off plans) are not cached.
     if (plan.id != 0) units_.emplace(key, list);
     out = list;

@@ -1,23 +1,28 @@
 // Block-list pack and unpack for lists of long blocks (triangular matrices, columns,
 // blocks of kilobytes; issue 19).
 //
-// The stream bytes [first, last) are cut into shares of kShareBytes, aligned to the
-// packed buffer's address, one share per warp. A warp walks its share block by block
-// (the run index and a cursor, blocklist_device.cuh; every lane computes the same walk,
-// so no shared memory or barrier is needed) and moves each piece of a block as the
-// aligned 16-byte chunks of its destination: whole chunks inside the piece, partial ones
-// at its two ends, so that nothing outside the block or the range is written. Lane l
-// takes chunks l, l + 32, ..., so that a warp's accesses are coalesced, and builds its
-// chunk from the two aligned source chunks under it, realigned in registers when the
-// block's source and destination addresses differ mod 16: the access width follows each
-// block, not the worst alignment of the plan. The second source chunk is the next lane's
-// first (a shuffle), so every source chunk is read once. A share fits in one round of
-// kSlices chunks per lane, all loaded before the first store.
+// Each pattern instance is cut, once per plan on the host, into pieces of at most
+// kPieceBytes inside one block (cut where the instance's stream offset is a multiple of
+// kPieceBytes, so that pieces start 16-byte aligned on the packed side where the packed
+// buffer is), and one warp moves one piece: one load of its description, then the data.
+// A warp moves its piece as the aligned 16-byte chunks of its destination (whole inside
+// the piece, partial at its two ends, so that nothing outside the block or the range is
+// written); lane l takes chunks l, l + 32, ..., so that the warp's accesses are
+// coalesced, and builds its chunk from the two aligned source chunks under it,
+// realigned in registers where the block's source and destination addresses differ mod
+// 16: the access width follows each block, not the worst alignment of the plan. The
+// second source chunk is the next lane's first (a shuffle), so each source chunk is read
+// once, and a piece fits one round of kSlices chunks per lane, all loaded before the
+// first store.
 //
-// The byte-balanced kernel of blocklist.cu finds the block of every 16-byte window,
-// which costs more than moving it once blocks are long; this one finds each block once
-// per share, and the one-warp-per-piece kernel it replaces used one access width for
-// the whole plan (8 bytes on a triangle of doubles, 1 byte where any block is odd).
+// Measured against the alternatives (one H100, 2026-11-23, docs/benchmarks.md): a warp
+// per 2 KiB share of the stream that finds its blocks through the run index walked the
+// blocks of a share one after another, each a round trip to memory, and the shares of
+// many short columns at a triangle's end set the kernel's time (lower triangle N = 4000:
+// 70 us against the hand-written kernel's 45 us); the byte-balanced kernel of
+// blocklist.cu finds the block of every 16-byte window, which costs more than moving it
+// once blocks are long; the one-warp-per-piece kernel before these used one access
+// width for the whole plan (8 bytes on a triangle of doubles, 1 where any block is odd).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -32,23 +37,15 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-// Chunks a lane has in flight: a round moves 32 * kSlices chunks, and a share is short
-// enough to fit one round whatever the alignment of either side: n bytes cover at most
-// n / 16 + 1 chunks, and the source bytes under the last destination chunk never reach
-// a chunk past the round.
+// Chunks a lane has in flight: a round moves 32 * kSlices chunks, and a piece is short
+// enough to fit one round whatever the alignment of either side: its n bytes cover at
+// most n / 16 + 1 destination chunks, and the source chunks under them start up to 30
+// bytes before the piece's source, so n / 16 + 2 source chunks.
 constexpr int kSlices = 4;
-constexpr int64_t kShareBytes = (32 * kSlices - 1) * kWindow;  // 2032
+constexpr int64_t kPieceBytes = (32 * kSlices - 2) * kWindow;  // 2016
 
 // Plans whose blocks average this many bytes or more take this kernel.
 constexpr int64_t kLongBlockBytes = 256;
-
-// What one launch moves: shares [0, nshares) of the stream, share 0 starting at stream
-// position `stream0` (at most 15 bytes before `first`, where the packed address is
-// 16-byte aligned).
-struct Shares {
-  uint64_t typed, packed;
-  int64_t stream0, nshares;
-};
 
 // Lane `from`'s v (every lane of the warp takes part).
 __device__ __forceinline__ uint4 from_lane(uint4 v, int from) {
@@ -69,7 +66,7 @@ __device__ __forceinline__ void destination_chunk(uint64_t at, uint4 v, int lo, 
   store_chunk(at, v, lo, hi);
 }
 
-// The warp moves `n` bytes (n > 0, at most kShareBytes) from `src` to `dst`, both of any
+// The warp moves `n` bytes (n > 0, at most kPieceBytes) from `src` to `dst`, both of any
 // alignment and inside one block: destination chunk i (from the aligned chunk under
 // dst) is bytes `shift` onwards of source chunks i and i + 1. Chunks are read and
 // written only in their bytes inside [src, src + n) and [dst, dst + n).
@@ -95,7 +92,7 @@ __device__ __forceinline__ void move_piece(uint64_t dst, uint64_t src, int64_t n
     uint4 v = c[u];
     if (shift) {
       // the next chunk: the next lane's, or for lane 31 the next slice's first (after
-      // the last slice, bytes past the piece: shares are short enough for that)
+      // the last slice, bytes past the piece: pieces are short enough for that)
       uint4 next = from_lane(c[u], (lane + 1) % 32);
       if (u + 1 < kSlices) {
         const uint4 after = from_lane(c[u + 1 < kSlices ? u + 1 : u], 0);
@@ -108,43 +105,44 @@ __device__ __forceinline__ void move_piece(uint64_t dst, uint64_t src, int64_t n
   }
 }
 
-// One share per warp; `ToPacked` packs (typed -> packed), else unpacks.
+// The pieces of one launch: `work` pieces from piece `first_piece` of the stream (piece
+// g is piece g % npieces of instance g / npieces).
+struct Work {
+  uint64_t typed, packed;
+  int64_t first_piece, work;
+};
+
+// One piece per warp; `ToPacked` packs (typed -> packed), else unpacks. `Wide`: 64-bit
+// divisions (piece indices or counts past 2^31).
 template <bool Wide, bool ToPacked>
-__global__ void __launch_bounds__(kThreads, 4) long_blocks(const BlockListArgs a, const Shares s) {
-  const int64_t share = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (share >= s.nshares) return;
+__global__ void __launch_bounds__(kThreads) long_blocks(const LongBlockArgs a, const Work w) {
+  const int64_t i = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (i >= w.work) return;
   const int lane = threadIdx.x % 32;
-  const int64_t lo = s.stream0 + share * kShareBytes;
-  const int64_t hi = min(a.last, lo + kShareBytes);
-  Cursor c;
-  for (int64_t pos = max(lo, a.first); pos < hi;) {
-    const Piece p = locate<Wide>(a, c, pos);
-    const int64_t n = min(hi - pos, p.hi - p.typed);
-    const uint64_t typed = s.typed + uint64_t(p.typed), packed = s.packed + uint64_t(pos - a.first);
-    if (ToPacked)
-      move_piece(packed, typed, n, lane);
-    else
-      move_piece(typed, packed, n, lane);
-    pos += n;
+  const int64_t g = w.first_piece + i;
+  int64_t inst = quot<Wide>(g, a.npieces);
+  const LongPiece p = a.pieces[g - inst * a.npieces];
+  const int64_t lo = inst * a.pattern_size + p.packed;
+  const int64_t from = max(lo, a.first), to = min(lo + p.length, a.last);
+  if (from >= to) return;
+  int64_t base = a.start;
+  for (int d = 0; d < a.ndims; ++d) {
+    const int64_t q = quot<Wide>(inst, a.counts[d]);
+    base += (inst - q * a.counts[d]) * a.strides[d];
+    inst = q;
   }
+  const uint64_t typed = w.typed + uint64_t(base + p.typed + (from - lo)), packed = w.packed + uint64_t(from - a.first);
+  if (ToPacked)
+    move_piece(packed, typed, to - from, lane);
+  else
+    move_piece(typed, packed, to - from, lane);
 }
 
-template <bool Wide>
-Status launch(const BlockListArgs &a, uint64_t typed, uint64_t packed, bool to_packed, cudaStream_t stream) {
-  const int64_t phase = int64_t(packed % kWindow);
-  Shares s;
-  s.typed = typed;
-  s.packed = packed;
-  s.stream0 = a.first - phase;
-  s.nshares = (a.last - s.stream0 + kShareBytes - 1) / kShareBytes;
-  const int64_t blocks = (s.nshares + kWarps - 1) / kWarps;
-  if (blocks > int64_t(0x7fffffff)) return Status::Unsupported;
-  if (to_packed)
-    long_blocks<Wide, true><<<unsigned(blocks), kThreads, 0, stream>>>(a, s);
-  else
-    long_blocks<Wide, false><<<unsigned(blocks), kThreads, 0, stream>>>(a, s);
-  TEMPI_CUDA(cudaGetLastError());
-  return Status::Ok;
+// The piece that holds stream byte `pos`, as an index into the stream's pieces.
+int64_t piece_of(const LongBlockArgs &a, const std::vector<int64_t> &starts, int64_t pos) {
+  const int64_t inst = pos / a.pattern_size, o = pos - inst * a.pattern_size;
+  const int64_t k = int64_t(std::upper_bound(starts.begin(), starts.end(), o) - starts.begin()) - 1;
+  return inst * a.npieces + k;
 }
 
 }  // namespace
@@ -155,11 +153,47 @@ bool long_block_plan(const Plan &plan) {
   return blocks > 0 && plan.pattern_size >= kLongBlockBytes * blocks;
 }
 
-Status launch_long_blocks(const BlockListArgs &a, const void *typed, void *packed, bool to_packed,
-                          cudaStream_t stream) {
-  if (a.last <= a.first || a.table.nruns == 0) return Status::Ok;
-  const uint64_t t = reinterpret_cast<uintptr_t>(typed), p = reinterpret_cast<uintptr_t>(packed);
-  return fits_narrow(a) ? launch<false>(a, t, p, to_packed, stream) : launch<true>(a, t, p, to_packed, stream);
+std::vector<LongPiece> long_pieces(const Plan &plan) {
+  std::vector<LongPiece> pieces;
+  int64_t packed = 0;
+  for (const Run &r : plan.pattern)
+    for (int64_t b = 0; b < r.count && r.length > 0; ++b)
+      for (int64_t at = 0; at < r.length;) {
+        const int64_t n = std::min(r.length - at, kPieceBytes - packed % kPieceBytes);
+        pieces.push_back({r.offset + b * r.stride + at, packed, n});
+        at += n;
+        packed += n;
+      }
+  return pieces;
+}
+
+Status launch_long_blocks(const LongBlockArgs &a, const std::vector<int64_t> &starts, const void *typed,
+                          void *packed, bool to_packed, cudaStream_t stream) {
+  if (a.last <= a.first || a.npieces == 0) return Status::Ok;
+  Work w;
+  w.typed = reinterpret_cast<uintptr_t>(typed);
+  w.packed = reinterpret_cast<uintptr_t>(packed);
+  w.first_piece = piece_of(a, starts, a.first);
+  w.work = piece_of(a, starts, a.last - 1) - w.first_piece + 1;
+  const int64_t blocks = (w.work + kWarps - 1) / kWarps;
+  if (blocks > int64_t(0x7fffffff)) return Status::Unsupported;
+  const int64_t limit = int64_t(1) << 31;
+  bool wide = w.first_piece + w.work >= limit || a.npieces >= limit;
+  for (int d = 0; d < a.ndims; ++d) wide = wide || a.counts[d] >= limit;
+  const unsigned grid = unsigned(blocks);
+  if (to_packed) {
+    if (wide)
+      long_blocks<true, true><<<grid, kThreads, 0, stream>>>(a, w);
+    else
+      long_blocks<false, true><<<grid, kThreads, 0, stream>>>(a, w);
+  } else {
+    if (wide)
+      long_blocks<true, false><<<grid, kThreads, 0, stream>>>(a, w);
+    else
+      long_blocks<false, false><<<grid, kThreads, 0, stream>>>(a, w);
+  }
+  TEMPI_CUDA(cudaGetLastError());
+  return Status::Ok;
 }
 
 }  // namespace tempi

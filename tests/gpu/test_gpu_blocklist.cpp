@@ -162,7 +162,7 @@ TypeDesc triangle(int64_t n, bool lower) {
 // Whether the backend moves `plan` with the long-block kernel (cuda/long_blocks.cu).
 bool takes_long_blocks(const Plan &plan) { return !plan.strided() && !plan.contiguous() && long_block_plan(plan); }
 
-// `n` long blocks of MPI_BYTE (300 B to 9 KiB, some longer than a warp's share, at any
+// `n` long blocks of MPI_BYTE (300 B to 9 KiB, some longer than a warp's piece, at any
 // alignment), each with a 1-byte block beside it, gaps of 0-99 bytes; in memory order or
 // shuffled. The blocks average well above the long-block threshold.
 TypeDesc long_blocks_with_bytes(std::mt19937_64 &rng, int n, bool shuffled) {
@@ -231,15 +231,15 @@ TEST_CASE("long blocks: 1-byte blocks beside long ones, every alignment, count >
       REQUIRE(takes_long_blocks(plan));
       check_plan(plan, rng, 8);
     }
-  // one block of exactly a share (2032 B), of a share and a byte, of 64 KiB; odd offsets
-  for (int64_t l : {2032, 2033, 2048, 65536}) {
+  // blocks of exactly a warp's piece (2016 B), of a piece and a byte, of 2 and 64 KiB; odd offsets
+  for (int64_t l : {2016, 2017, 2048, 65536}) {
     const Plan plan = planned(desc::hindexed({l, 1, l}, {3, l + 5, l + 17}, B1), 3);
     REQUIRE(takes_long_blocks(plan));
     check_plan(plan, rng);
   }
 }
 
-TEST_CASE("long blocks: byte ranges that cut blocks, shares and instances", "[gpu][blocklist][long]") {
+TEST_CASE("long blocks: byte ranges that cut blocks, pieces and instances", "[gpu][blocklist][long]") {
   std::mt19937_64 rng(2019);
   const Plan plan = planned(long_blocks_with_bytes(rng, 12, true), 3);
   REQUIRE(takes_long_blocks(plan));
@@ -251,7 +251,7 @@ TEST_CASE("long blocks: byte ranges that cut blocks, shares and instances", "[gp
     const int64_t b = std::min(plan.packed_size(), e + 1 + int64_t(rng() % 40));
     check_range(plan, int(rng() % 16), int(rng() % 16), a, b, rng());
   }
-  for (int i = 0; i < 30; ++i) {  // short ranges anywhere, and ranges of a few shares
+  for (int i = 0; i < 30; ++i) {  // short ranges anywhere, and ranges of a few pieces
     const int64_t len = i % 2 ? 1 + int64_t(rng() % 48) : 1 + int64_t(rng() % 10000);
     const int64_t a = int64_t(rng() % uint64_t(plan.packed_size() - len));
     check_range(plan, int(rng() % 16), int(rng() % 16), a, a + len, rng());

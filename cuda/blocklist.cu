@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "blocklist.hpp"
+#include "blocklist_device.cuh"
 #include "check.hpp"
 
 namespace tempi {
@@ -26,7 +27,6 @@ namespace {
 // Three blocks of 256 threads per multiprocessor: at most 85 registers a thread, which
 // the general path of a group needs (at 64 it spills).
 constexpr int kThreads = 256;
-constexpr int kWindow = 16;
 // Consecutive windows per lane and step: their loads are all issued before the first
 // store, and a lane realigns across its own chunks (kGroup + 1 loads for kGroup windows).
 constexpr int kGroup = 4;
@@ -34,13 +34,6 @@ constexpr int64_t kWarpStep = 32 * kGroup;  // windows a warp moves per step
 
 // Index entries per pattern at most: the index stays a small fraction of the runs.
 constexpr int64_t kMaxIndexEntries = int64_t(1) << 20;
-
-// Division by run-time divisors: 32-bit where every position and count fits 31 bits
-// (a fraction of the cost of 64-bit division), else 64-bit.
-template <bool Wide>
-__device__ __forceinline__ int64_t quot(int64_t n, int64_t d) {
-  return Wide ? n / d : int64_t(uint32_t(n) / uint32_t(d));
-}
 
 // Where one lane's walk stands: the pattern instance and the run it used last.
 struct Cursor {
@@ -105,67 +98,6 @@ __device__ Piece locate(const BlockListArgs &a, Cursor &c, int64_t pos) {
   const int64_t k = c.run_hi - c.run_lo == c.desc.length ? 0 : quot<Wide>(into, c.desc.length);
   const int64_t lo = c.base + c.desc.typed + k * c.desc.stride;
   return {lo + into - k * c.desc.length, lo, lo + c.desc.length};
-}
-
-// Bytes [lo, hi) of a 16-byte chunk, as offsets into it (clamped to [0, 16]).
-__device__ __forceinline__ int clamp16(int64_t x) { return int(x < 0 ? 0 : (x > kWindow ? kWindow : x)); }
-
-// The aligned 16-byte chunk at `at`, reading only its bytes [lo, hi) (the others are 0).
-__device__ __forceinline__ uint4 load_chunk(uint64_t at, int lo, int hi) {
-  if (lo == 0 && hi == kWindow) return *reinterpret_cast<const uint4 *>(at);
-  uint32_t w[4] = {0, 0, 0, 0};
-  if (lo < hi) {
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      if (lo <= 4 * k && hi >= 4 * k + 4) {
-        w[k] = *reinterpret_cast<const uint32_t *>(at + 4 * k);
-        continue;
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (4 * k + j >= lo && 4 * k + j < hi) w[k] |= uint32_t(*reinterpret_cast<const uint8_t *>(at + 4 * k + j)) << (8 * j);
-    }
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-// Writes bytes [lo, hi) of `v` to the aligned 16-byte chunk at `at`, with the widest
-// stores that stay inside them.
-__device__ __forceinline__ void store_chunk(uint64_t at, uint4 v, int lo, int hi) {
-  if (lo >= hi) return;
-  if (lo == 0 && hi == kWindow) {
-    *reinterpret_cast<uint4 *>(at) = v;
-    return;
-  }
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (lo <= 8 * h && hi >= 8 * h + 8) {
-      *reinterpret_cast<uint2 *>(at + 8 * h) = make_uint2(w[2 * h], w[2 * h + 1]);
-      continue;
-    }
-#pragma unroll
-    for (int k = 2 * h; k < 2 * h + 2; ++k) {
-      if (lo <= 4 * k && hi >= 4 * k + 4) {
-        *reinterpret_cast<uint32_t *>(at + 4 * k) = w[k];
-        continue;
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (4 * k + j >= lo && 4 * k + j < hi) *reinterpret_cast<uint8_t *>(at + 4 * k + j) = uint8_t(w[k] >> (8 * j));
-    }
-  }
-}
-
-// The 16 bytes that start at byte `s` (0-15) of the 32 bytes c0:c1.
-__device__ __forceinline__ uint4 realign(uint4 c0, uint4 c1, unsigned s) {
-  const uint32_t w[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-  const unsigned q = s >> 2, r = 8 * (s & 3);
-  uint32_t x[5];
-#pragma unroll
-  for (int k = 0; k < 5; ++k) x[k] = q == 0 ? w[k] : q == 1 ? w[k + 1] : q == 2 ? w[k + 2] : w[k + 3];
-  return make_uint4(__funnelshift_r(x[0], x[1], r), __funnelshift_r(x[1], x[2], r), __funnelshift_r(x[2], x[3], r),
-                    __funnelshift_r(x[3], x[4], r));
 }
 
 // The aligned typed chunks under a window, before realignment: the window's byte 0 is

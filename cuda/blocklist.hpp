@@ -54,7 +54,35 @@ struct BlockListArgs {
   int64_t first = 0, last = 0;
 };
 
+// Plans of long blocks (kLongBlockBytes on average or more, long_blocks.cu): one pattern
+// instance cut into pieces of at most about 2 KiB, each inside one block, in stream
+// order; one warp moves one piece.
+struct LongPiece {
+  int64_t typed;   // typed offset of the piece's first byte in the instance
+  int64_t packed;  // stream offset of that byte in the instance
+  int64_t length;
+};
+bool long_block_plan(const Plan &plan);
+std::vector<LongPiece> long_pieces(const Plan &plan);
+
+// A long-block plan for `count` elements, restricted to stream bytes [first, last):
+// `npieces` pieces (on the device) repeated over the dimensions.
+struct LongBlockArgs {
+  const LongPiece *pieces = nullptr;
+  int64_t npieces = 0;
+  int64_t start = 0, pattern_size = 0;
+  int ndims = 0;
+  int64_t counts[kMaxKernelDims] = {};
+  int64_t strides[kMaxKernelDims] = {};
+  int64_t first = 0, last = 0;
+};
+
 // `typed` and `packed` may have any alignment; `packed` holds stream byte `first`.
+// launch_blocklist balances by bytes and finds the block of every 16-byte window (short
+// blocks); launch_long_blocks takes `starts`, the pieces' stream offsets on the host, to
+// launch only the pieces in [first, last).
+Status launch_long_blocks(const LongBlockArgs &a, const std::vector<int64_t> &starts, const void *typed,
+                          void *packed, bool to_packed, cudaStream_t stream);
 Status launch_blocklist(const BlockListArgs &a, const void *typed, void *packed, bool to_packed,
                         cudaStream_t stream);
 

@@ -87,21 +87,15 @@ int widest_word(uint64_t bits) {
   return 1;
 }
 
-// A block-list pattern's table on one device (blocklist.hpp).
-// A block-list pattern's device data on one device: a plan of long blocks (on average
-// kLongBlockBytes or more) keeps the warp-per-piece work units, others the byte-balanced
-// table (blocklist.hpp). The byte-balanced kernel is 8x faster than the warp-per-piece one
-// on 64-byte blocks but reached only 0.32-0.43 of a memcpy on triangles, where the other
-// reaches 0.63 (one H100 / H200, 2026-11-22/23; issues 11 and 19).
-constexpr int64_t kLongBlockBytes = 256;
-constexpr int64_t kUnitBytes = 2048;  // work per warp in the warp-per-piece kernel
-
+// A block-list pattern's device data on one device (blocklist.hpp): plans of long blocks
+// (long_block_plan) take the warp-per-piece kernel and its pieces, the others the
+// byte-balanced kernel and its run table.
 struct DeviceBlockList {
   Buffer owned;
   bool long_blocks = false;
-  BlockListTable table;          // short blocks
-  int64_t nunits = 0;            // long blocks: the work units
-  uint64_t alignment_bits = 0;   // long blocks: the OR of every offset and length in them
+  BlockListTable table;                // short blocks
+  const LongPiece *pieces = nullptr;   // long blocks: the pieces of one instance
+  std::vector<int64_t> piece_starts;   // long blocks: their stream offsets, on the host
 };
 
 // What both block-list kernels' arguments say alike: one pattern instance repeated over
@@ -117,37 +111,6 @@ void repeat_over_dims(const Plan &plan, int64_t first, int64_t last, Args &a) {
   }
   a.first = first;
   a.last = last;
-}
-
-bool long_blocks(const Plan &plan) {
-  int64_t blocks = 0;
-  for (const Run &r : plan.pattern) blocks += r.count;
-  return blocks > 0 && plan.pattern_size >= kLongBlockBytes * blocks;
-}
-
-std::vector<WorkUnit> cut_units(const Plan &plan, uint64_t &bits) {
-  std::vector<WorkUnit> units;
-  int64_t packed = 0;
-  for (const Run &r : plan.pattern) {
-    bits |= uint64_t(r.offset) | uint64_t(r.length) | uint64_t(r.stride);
-    if (r.length >= kUnitBytes) {  // long blocks: several units per block
-      for (int64_t b = 0; b < r.count; ++b)
-        for (int64_t c = 0; c < r.length; c += kUnitBytes) {
-          const int64_t len = std::min(kUnitBytes, r.length - c);
-          units.push_back({r.offset + b * r.stride + c, packed, 0, uint32_t(len), 1});
-          bits |= uint64_t(c) | uint64_t(len);
-          packed += len;
-        }
-      continue;
-    }
-    const int64_t per_unit = std::max<int64_t>(1, kUnitBytes / r.length);  // short blocks: several per unit
-    for (int64_t b = 0; b < r.count; b += per_unit) {
-      const int64_t n = std::min(per_unit, r.count - b);
-      units.push_back({r.offset + b * r.stride, packed, r.stride, uint32_t(r.length), uint32_t(n)});
-      packed += n * r.length;
-    }
-  }
-  return units;
 }
 
 class CudaBackend final : public Backend {
@@ -500,12 +463,11 @@ class CudaBackend final : public Backend {
     std::shared_ptr<DeviceBlockList> list;
     TEMPI_TRY(units_for(plan, list));
     if (list->long_blocks) {
-      IrregularArgs a;
-      a.units = static_cast<const WorkUnit *>(list->owned.get());
-      a.nunits = list->nunits;
+      LongBlockArgs a;
+      a.pieces = list->pieces;
+      a.npieces = int64_t(list->piece_starts.size());
       repeat_over_dims(plan, first, last, a);
-      const int word = widest_word(addr_bits | dim_bits | list->alignment_bits | uint64_t(plan.pattern_size));
-      return launch_irregular(a, word, typed, packed, to_packed, stream);
+      return launch_long_blocks(a, list->piece_starts, typed, packed, to_packed, stream);
     }
     BlockListArgs a;
     a.table = list->table;
@@ -777,13 +739,14 @@ class CudaBackend final : public Backend {
       return Status::Ok;
     }
     auto list = std::make_shared<DeviceBlockList>();
-    list->long_blocks = long_blocks(plan);
+    list->long_blocks = long_block_plan(plan);
     if (list->long_blocks) {
-      const std::vector<WorkUnit> units = cut_units(plan, list->alignment_bits);
-      const size_t bytes = units.size() * sizeof(WorkUnit);
+      const std::vector<LongPiece> pieces = long_pieces(plan);
+      const size_t bytes = pieces.size() * sizeof(LongPiece);
       TEMPI_TRY(Buffer::allocate(Buffer::Kind::Device, bytes, list->owned));
-      TEMPI_CUDA(cudaMemcpy(list->owned.get(), units.data(), bytes, cudaMemcpyHostToDevice));
-      list->nunits = int64_t(units.size());
+      TEMPI_CUDA(cudaMemcpy(list->owned.get(), pieces.data(), bytes, cudaMemcpyHostToDevice));
+      list->pieces = static_cast<const LongPiece *>(list->owned.get());
+      for (const LongPiece &p : pieces) list->piece_starts.push_back(p.packed);
     } else {
       const BlockListImage image = blocklist_image(plan);
       std::vector<char> host(image.bytes());

@@ -109,36 +109,6 @@ __global__ void __launch_bounds__(kThreads) strided64(StridedArgs a, const uint8
   }
 }
 
-// One warp per work unit (of one pattern instance); lanes stride over its words.
-template <int W, bool ToPacked>
-__global__ void __launch_bounds__(kThreads) irregular(IrregularArgs a, int64_t first_instance, int64_t work,
-                                                      const uint8_t *__restrict__ src, uint8_t *__restrict__ dst) {
-  using T = typename WordOf<W>::type;
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  for (int64_t w = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; w < work; w += warps) {
-    const int64_t instance = first_instance + w / a.nunits;
-    const WorkUnit u = a.units[w % a.nunits];
-    int64_t base = a.start, rest = instance;
-    for (int d = 0; d < a.ndims; ++d) {
-      base += (rest % a.counts[d]) * a.strides[d];
-      rest /= a.counts[d];
-    }
-    const int64_t packed0 = instance * a.pattern_size + u.packed;  // stream position of the unit
-    const uint32_t wpb = u.block / W, nwords = wpb * u.nblocks;
-    for (uint32_t k = lane; k < nwords; k += 32) {
-      const int64_t pos = packed0 + int64_t(k) * W;
-      if (pos < a.first || pos >= a.last) continue;
-      const uint32_t b = k / wpb;
-      const int64_t typed = base + u.typed + int64_t(b) * u.stride + int64_t(k - b * wpb) * W;
-      if (ToPacked)
-        *reinterpret_cast<T *>(dst + (pos - a.first)) = *reinterpret_cast<const T *>(src + typed);
-      else
-        *reinterpret_cast<T *>(dst + typed) = *reinterpret_cast<const T *>(src + (pos - a.first));
-    }
-  }
-}
-
 // Fused launches (kernel fusion over a table of small objects): one launch instead of
 // one per object, since a launch costs as much as moving tens of kilobytes.
 struct FusedDev {
@@ -308,25 +278,6 @@ void dispatch_strided(const StridedArgs &a, int word, const uint8_t *src, uint8_
   }
 }
 
-template <int W, bool ToPacked>
-void launch_irregular_w(const IrregularArgs &a, const uint8_t *src, uint8_t *dst, cudaStream_t stream) {
-  const int64_t first_instance = a.first / a.pattern_size;
-  const int64_t last_instance = (a.last - 1) / a.pattern_size;
-  const int64_t work = (last_instance - first_instance + 1) * a.nunits;
-  irregular<W, ToPacked><<<grid_for(work * 32), kThreads, 0, stream>>>(a, first_instance, work, src, dst);
-}
-
-template <bool ToPacked>
-void dispatch_irregular(const IrregularArgs &a, int word, const uint8_t *src, uint8_t *dst, cudaStream_t s) {
-  switch (word) {
-    case 16: return launch_irregular_w<16, ToPacked>(a, src, dst, s);
-    case 8: return launch_irregular_w<8, ToPacked>(a, src, dst, s);
-    case 4: return launch_irregular_w<4, ToPacked>(a, src, dst, s);
-    case 2: return launch_irregular_w<2, ToPacked>(a, src, dst, s);
-    default: return launch_irregular_w<1, ToPacked>(a, src, dst, s);
-  }
-}
-
 }  // namespace
 
 Status launch_strided(const StridedArgs &a, int word, const void *typed, void *packed, bool to_packed,
@@ -411,18 +362,6 @@ Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream) {
   }
   if (b.n == 0) return Status::Ok;
   fused_pairs<<<blocks, kThreads, 0, stream>>>(b);
-  TEMPI_CUDA(cudaGetLastError());
-  return Status::Ok;
-}
-
-Status launch_irregular(const IrregularArgs &a, int word, const void *typed, void *packed, bool to_packed,
-                        cudaStream_t stream) {
-  if (a.last <= a.first) return Status::Ok;
-  if (to_packed)
-    dispatch_irregular<true>(a, word, static_cast<const uint8_t *>(typed), static_cast<uint8_t *>(packed), stream);
-  else
-    dispatch_irregular<false>(a, word, static_cast<const uint8_t *>(packed),
-                              static_cast<uint8_t *>(const_cast<void *>(typed)), stream);
   TEMPI_CUDA(cudaGetLastError());
   return Status::Ok;
 }

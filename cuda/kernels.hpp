@@ -22,32 +22,6 @@ struct StridedArgs {
   int64_t first = 0, last = 0;
 };
 
-// Block lists of long blocks (average >= kLongBlockBytes, cuda_backend.cu): one warp per
-// piece of about 2 KiB, one access width for the plan; the byte-balanced kernel of
-// blocklist.cu moves the lists of short blocks (issue 11), and measured 0.32-0.43 of a
-// memcpy on triangles (issue 19) where this one reached 0.63.
-// A piece of one pattern instance: `nblocks` blocks of `block` bytes, `stride`
-// apart in the typed buffer, contiguous from `packed` in the packed stream.
-struct WorkUnit {
-  int64_t typed;
-  int64_t packed;
-  int64_t stride;
-  uint32_t block;
-  uint32_t nblocks;
-};
-
-// A block-list plan: units of one pattern instance (on the device), repeated over dims.
-struct IrregularArgs {
-  const WorkUnit *units = nullptr;
-  int64_t nunits = 0;
-  int64_t start = 0;
-  int64_t pattern_size = 0;
-  int ndims = 0;
-  int64_t counts[kMaxKernelDims] = {};
-  int64_t strides[kMaxKernelDims] = {};
-  int64_t first = 0, last = 0;
-};
-
 // One strided object of a fused launch: bytes [0, bytes) of its packed stream, between
 // `typed` and `packed` (both GPU-accessible: device, managed or mapped pinned memory).
 constexpr int kMaxFusedDims = 4;     // repetition dimensions above the block
@@ -83,8 +57,5 @@ Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream);
 // length and address involved.
 Status launch_strided(const StridedArgs &a, int word, const void *typed, void *packed, bool to_packed,
                       cudaStream_t stream);
-
-Status launch_irregular(const IrregularArgs &a, int word, const void *typed, void *packed, bool to_packed,
-                        cudaStream_t stream);
 
 }  // namespace tempi

@@ -519,6 +519,25 @@ bool run_blocklists(FILE *csv, const std::string &only, cudaStream_t s) {
     MPI_Type_free(&v);
     row("indexed-of-vectors", t, 1, blocks, int64_t(at) * vext);
   }
+  {  // indexed (512 entries of 1-3) of vector(16, 256, 320, MPI_FLOAT): 1 KiB blocks (long-block kernel)
+    MPI_Datatype v;
+    MPI_Type_vector(16, 256, 320, MPI_FLOAT, &v);
+    const int n = 512;
+    const int64_t vext = (15 * 320 + 256) * 4;
+    std::vector<int> lens(n), displs(n);
+    blocks.clear();
+    int at = 0;
+    for (int i = 0; i < n; ++i) {
+      lens[i] = 1 + int(rng() % 3);
+      displs[i] = at;
+      for (int k = 0; k < lens[i]; ++k)
+        for (int64_t e = 0; e < 16; ++e) blocks.push_back({(at + k) * vext + e * 1280, 1024});
+      at += lens[i] + int(rng() % 2);
+    }
+    MPI_Type_indexed(n, lens.data(), displs.data(), v, &t);
+    MPI_Type_free(&v);
+    row("indexed-of-long-vectors", t, 1, blocks, int64_t(at) * vext);
+  }
   for (int64_t rows : {int64_t(2), int64_t(2048), int64_t(131072)}) {  // one contiguous run: 1 KiB, 1 MiB, 64 MiB
     MPI_Type_vector(int(rows), 512, 512, MPI_BYTE, &t);
     blocks = {{0, rows * 512}};

@@ -1,8 +1,9 @@
-// Block-list plans and contiguous runs on the GPU (cuda/blocklist.cu, issue 11 and
-// issue 19), compared byte for byte with the host reference packer: random block lists
-// of every length and alignment, byte ranges that start and end inside blocks,
-// triangular matrices, structs of mixed members, indexed types of vectors, one
-// contiguous run, and a stream past 2^31 bytes (the 64-bit path). Outputs are
+// Block-list plans and contiguous runs on the GPU (cuda/blocklist.cu for short blocks,
+// cuda/long_blocks.cu for long ones; issues 11 and 19), compared byte for byte with the
+// host reference packer: random block lists of every length and alignment, byte ranges
+// that start and end inside blocks, triangular matrices, long blocks beside 1-byte ones,
+// structs of mixed members, indexed types of vectors, one contiguous run, and streams
+// past 2^31 bytes (the 64-bit paths of both kernels). Outputs are
 // poisoned; the typed and the packed source buffers end at their last byte, so that
 // compute-sanitizer's memcheck sees any read past them. Exits 77 (skipped) with a
 // message where no GPU is usable.
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "blocklist.hpp"
 #include "host_packer.hpp"
 #include "type_plan.hpp"
 
@@ -157,6 +159,38 @@ TypeDesc triangle(int64_t n, bool lower) {
   return desc::indexed(len, disp, B8);
 }
 
+// Whether the backend moves `plan` with the long-block kernel (cuda/long_blocks.cu).
+bool takes_long_blocks(const Plan &plan) { return !plan.strided() && !plan.contiguous() && long_block_plan(plan); }
+
+// `n` long blocks of MPI_BYTE (300 B to 9 KiB, some longer than a warp's piece, at any
+// alignment), each with a 1-byte block beside it, gaps of 0-99 bytes; in memory order or
+// shuffled. The blocks average well above the long-block threshold.
+TypeDesc long_blocks_with_bytes(std::mt19937_64 &rng, int n, bool shuffled) {
+  std::vector<int64_t> len, disp;
+  int64_t at = int64_t(rng() % 64);
+  for (int i = 0; i < n; ++i) {
+    for (int64_t l : {int64_t(300 + rng() % 9000), int64_t(1)}) {
+      len.push_back(l);
+      disp.push_back(at);
+      at += l + int64_t(rng() % 100);
+    }
+    if (rng() % 2) std::swap(len[len.size() - 1], len[len.size() - 2]), std::swap(disp[disp.size() - 1], disp[disp.size() - 2]);
+  }
+  if (shuffled) {
+    std::vector<size_t> order(len.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<int64_t> l2, d2;
+    for (size_t i : order) {
+      l2.push_back(len[i]);
+      d2.push_back(disp[i]);
+    }
+    len.swap(l2);
+    disp.swap(d2);
+  }
+  return desc::hindexed(len, disp, B1);
+}
+
 }  // namespace
 
 TEST_CASE("random block lists: lengths 1 B to 64 KiB, every alignment, byte ranges", "[gpu][blocklist]") {
@@ -187,6 +221,58 @@ TEST_CASE("lower and upper triangles, one column per block", "[gpu][blocklist]")
   for (int64_t n : {1, 2, 7, 100, 1000})
     for (bool lower : {true, false})
       for (int64_t count : {1, 2}) check_plan(planned(triangle(n, lower), count), rng, 4);
+}
+
+TEST_CASE("long blocks: 1-byte blocks beside long ones, every alignment, count > 1", "[gpu][blocklist][long]") {
+  std::mt19937_64 rng(1919);
+  for (bool shuffled : {false, true})
+    for (int64_t count : {1, 2, 5}) {
+      const Plan plan = planned(long_blocks_with_bytes(rng, 1 + int(rng() % 40), shuffled), count);
+      REQUIRE(takes_long_blocks(plan));
+      check_plan(plan, rng, 8);
+    }
+  // blocks of exactly a warp's piece (2016 B), of a piece and a byte, of 2 and 64 KiB; odd offsets
+  for (int64_t l : {2016, 2017, 2048, 65536}) {
+    const Plan plan = planned(desc::hindexed({l, 1, l}, {3, l + 5, l + 17}, B1), 3);
+    REQUIRE(takes_long_blocks(plan));
+    check_plan(plan, rng);
+  }
+}
+
+TEST_CASE("long blocks: byte ranges that cut blocks, pieces and instances", "[gpu][blocklist][long]") {
+  std::mt19937_64 rng(2019);
+  const Plan plan = planned(long_blocks_with_bytes(rng, 12, true), 3);
+  REQUIRE(takes_long_blocks(plan));
+  std::vector<int64_t> ends;  // packed offsets where blocks end (instances end there too)
+  for_each_segment(plan, 0, plan.packed_size(), [&](int64_t, int64_t p, int64_t n) { ends.push_back(p + n); });
+  for (int i = 0; i < 40; ++i) {  // around a block's end
+    const int64_t e = ends[rng() % ends.size()];
+    const int64_t a = std::max<int64_t>(0, e - 1 - int64_t(rng() % 40));
+    const int64_t b = std::min(plan.packed_size(), e + 1 + int64_t(rng() % 40));
+    check_range(plan, int(rng() % 16), int(rng() % 16), a, b, rng());
+  }
+  for (int i = 0; i < 30; ++i) {  // short ranges anywhere, and ranges of a few pieces
+    const int64_t len = i % 2 ? 1 + int64_t(rng() % 48) : 1 + int64_t(rng() % 10000);
+    const int64_t a = int64_t(rng() % uint64_t(plan.packed_size() - len));
+    check_range(plan, int(rng() % 16), int(rng() % 16), a, a + len, rng());
+  }
+}
+
+TEST_CASE("long blocks: indexed types of long vectors, triangles of the benchmark's size", "[gpu][blocklist][long]") {
+  std::mt19937_64 rng(4000);
+  // runs of equal blocks, 800 or 803 bytes at strides of 1040 or 1041
+  for (const TypeDesc &d : {desc::indexed({2, 1, 3}, {0, 7, 11}, desc::vector(5, 100, 130, B8)),
+                            desc::hindexed({1, 2}, {3, 60001}, desc::vector(7, 803, 1041, B1))})
+    for (int64_t count : {1, 4}) {
+      const Plan plan = planned(d, count);
+      REQUIRE(takes_long_blocks(plan));
+      check_plan(plan, rng, 4);
+    }
+  for (bool lower : {true, false}) {
+    const Plan plan = planned(triangle(2000, lower), 1);
+    REQUIRE(takes_long_blocks(plan));
+    check_plan(plan, rng, 3);
+  }
 }
 
 TEST_CASE("structs of mixed members, many small instances", "[gpu][blocklist]") {
@@ -230,6 +316,23 @@ TEST_CASE("a stream past 2^31 bytes takes the 64-bit path", "[gpu][blocklist][la
   // a range across 2^31 (small host images), then the whole stream
   check_range(plan, 3, 5, (int64_t(1) << 31) - 100000, (int64_t(1) << 31) + 100000, rng());
   check_range(plan, 0, 0, 0, plan.packed_size(), rng());
+}
+
+TEST_CASE("a stream of long blocks past 2^31 bytes takes the 64-bit path", "[gpu][blocklist][large]") {
+  // 1000, 1 and 3000 bytes (the long-block kernel) in an extent of 4200, 540,000 times:
+  // 2.16 GB packed
+  const Plan plan = planned(desc::resized(0, 4200, desc::hindexed({1000, 1, 3000}, {3, 1010, 1100}, B1)), 540000);
+  REQUIRE(plan.packed_size() > (int64_t(1) << 31));
+  REQUIRE(takes_long_blocks(plan));
+  size_t free_bytes = 0, total = 0;
+  CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
+  const Span span(plan);
+  if (int64_t(free_bytes) < span.bytes() + 2 * plan.packed_size() + (int64_t(1) << 30)) {
+    WARN("skipped: not enough free device memory for a 2^31-byte stream");
+    return;
+  }
+  std::mt19937_64 rng(17);
+  check_range(plan, 5, 3, (int64_t(1) << 31) - 100000, (int64_t(1) << 31) + 100000, rng());
 }
 
 int main(int argc, char **argv) {

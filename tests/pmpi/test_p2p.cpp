@@ -248,6 +248,63 @@ void exchange(const Layout &s, Where sw, const Layout &r, Where rw, Mode mode, u
   }
 }
 
+// The transpose of an n x n row-major matrix of doubles as a type: column j (a vector of
+// n doubles, n apart) at byte j * 8, so that its packed bytes are the matrix's columns
+// one after another (issue 19).
+MPI_Datatype transpose_type(int n) {
+  MPI_Datatype column, t;
+  MPI_Type_vector(n, 1, n, MPI_DOUBLE, &column);
+  MPI_Type_create_hvector(n, 1, sizeof(double), column, &t);
+  MPI_Type_free(&column);
+  return committed(t);
+}
+
+// Rank 0 sends the n x n matrix a[r * n + c] = r * n + c + 0.25 from GPU memory as `s`;
+// rank 1 receives it as `r` into GPU memory and checks, element by element, that it
+// holds the transpose (one of the two layouts is transpose_type, the other contiguous).
+void send_transposed(int n, const Layout &s, const Layout &r, Mode mode, int tag) {
+  const size_t bytes = size_t(n) * size_t(n) * sizeof(double);
+  if (rank() == 0) {
+    std::vector<double> a(size_t(n) * size_t(n));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = double(i) + 0.25;
+    std::vector<char> raw(bytes);
+    std::memcpy(raw.data(), a.data(), bytes);
+    Buf b(Where::Gpu, bytes);
+    b.upload(raw);
+    if (mode == Mode::Nonblocking) {
+      MPI_Request req;
+      REQUIRE(MPI_Isend(b.get(), s.count, s.type, 1, tag, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+      REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    } else {
+      REQUIRE(MPI_Send(b.get(), s.count, s.type, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS);
+    }
+  } else if (rank() == 1) {
+    Buf b(Where::Gpu, bytes);
+    b.upload(std::vector<char>(bytes, kPoison));
+    if (mode == Mode::Nonblocking) {
+      MPI_Request req;
+      REQUIRE(MPI_Irecv(b.get(), r.count, r.type, 0, tag, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+      REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    } else {
+      REQUIRE(MPI_Recv(b.get(), r.count, r.type, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    }
+    std::vector<double> got(size_t(n) * size_t(n));
+    std::memcpy(got.data(), b.download().data(), bytes);
+    int64_t wrong = 0;
+    std::string first;
+    for (int64_t row = 0; row < n; ++row)
+      for (int64_t col = 0; col < n; ++col) {
+        const double want = double(col * n + row) + 0.25;  // element (col, row) of the sent matrix
+        if (got[size_t(row * n + col)] == want) continue;
+        if (wrong++ == 0)
+          first = "(" + std::to_string(row) + ", " + std::to_string(col) + "): got " +
+                  std::to_string(got[size_t(row * n + col)]) + ", want " + std::to_string(want);
+      }
+    INFO("n " << n << ": " << wrong << " wrong elements, the first at " << first);
+    CHECK(wrong == 0);
+  }
+}
+
 struct Named {
   const char *name;
   MPI_Datatype (*make)();
@@ -343,6 +400,20 @@ TEST_CASE("vector on one side, contiguous on the other", "[p2p]") {
   exchange(floats, Where::Gpu, floats, Where::Gpu, Mode::Blocking, 15);  // contiguous GPU data
   release(vec);
   release(flat);
+}
+
+TEST_CASE("a matrix sent contiguous arrives as its transpose, and back", "[p2p][transpose]") {
+  // 1100 x 1100 doubles (9.7 MB) is above the default pipelining threshold
+  int tag = 500;
+  for (int n : {1, 7, 64, 333, 1100}) {
+    const Layout transposed{transpose_type(n), 1}, matrix{MPI_DOUBLE, n * n};
+    for (Mode mode : {Mode::Blocking, Mode::Nonblocking}) {
+      INFO("n " << n << (mode == Mode::Blocking ? ", blocking" : ", nonblocking"));
+      send_transposed(n, matrix, transposed, mode, tag++);
+      send_transposed(n, transposed, matrix, mode, tag++);
+    }
+    release(transposed);
+  }
 }
 
 TEST_CASE("large messages take the pipelined path", "[p2p][large]") {

@@ -1,9 +1,10 @@
 #!/bin/bash
 # One GPU round for the block-list kernels and contiguous runs (issue 11, issue 19), under
-# MPICH: builds only what it runs, then the block-list tests, bench_pack's block-list
-# table and its strided rows (no-regression check), the pack tests of every shape,
-# compute-sanitizer memcheck on the block-list test, and Nsight Compute's DRAM figures
-# for the block-list kernels of a few rows. Each step gets what is left of a 570 s
+# MPICH: builds only what it runs, then bench_pack's block-list table, the block-list
+# tests, the transpose point-to-point test on two ranks sharing the GPU, the table again
+# (the spread between two runs), the 2^31-byte tests, the pack tests of every shape,
+# compute-sanitizer memcheck on the block-list test, the strided rows (no-regression
+# check), and Nsight Compute's DRAM figures for the block-list kernels of a few rows. Each step gets what is left of a 570 s
 # budget (one call of the device tool), the important ones first. Tables and CSV go to
 # $OUT (or ./gpu-out), the logs into $OUT/blocklist-logs.tgz.
 #   bash tools/gpu/blocklist_round.sh        (env: STRIDED=quick|full|0, NCU_ROWS="name ...")
@@ -27,17 +28,39 @@ export PKG_CONFIG_PATH=/opt/c2/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
 b=build-blocklist
 meson setup $b -Dmpi=mpich -Dgpu_arch=90 -Dmpiexec="$launcher" > "$logs/setup.log" 2>&1 || { tail -20 "$logs/setup.log"; exit 1; }
-step 300 ninja -C $b tests/gpu/test_gpu_blocklist tests/gpu/test_gpu_pack tools/bench_pack > "$logs/build.log" 2>&1 ||
-  { grep -A5 error "$logs/build.log" | head -40; exit 1; }
+step 300 ninja -C $b tests/gpu/test_gpu_blocklist tests/gpu/test_gpu_pack tests/gpu/test_gpu_p2p tools/bench_pack \
+  > "$logs/build.log" 2>&1 || { grep -A5 error "$logs/build.log" | head -40; exit 1; }
 echo "built at ${SECONDS}s"
 
-echo "--- test_gpu_blocklist"
-step 200 $b/tests/gpu/test_gpu_blocklist > "$logs/test_gpu_blocklist.log" 2>&1
+bench() {  # $1: which run
+  echo "--- bench_pack, block lists and contiguous runs ($1)"
+  step 150 $b/tools/bench_pack --rows blocklist --blocklist-csv "$top/bench_pack-blocklist-$1.csv" > "$logs/bench-blocklist-$1.txt" 2>&1
+  echo "exit $?"; cat "$logs/bench-blocklist-$1.txt"
+}
+bench 1
+
+echo "--- test_gpu_blocklist (without the 2^31-byte streams)"
+step 200 $b/tests/gpu/test_gpu_blocklist "~[large]" > "$logs/test_gpu_blocklist.log" 2>&1
 echo "exit $?"; grep -E "test cases|FAILED|skipped|SKIP" "$logs/test_gpu_blocklist.log" | head -8
 
-echo "--- bench_pack, block lists and contiguous runs"
-step 150 $b/tools/bench_pack --rows blocklist --blocklist-csv "$top/bench_pack-blocklist.csv" > "$logs/bench-blocklist.txt" 2>&1
-echo "exit $?"; cat "$logs/bench-blocklist.txt"
+echo "--- test_gpu_p2p [transpose], two ranks on one GPU"
+step 120 env TEMPI_TEST_DEVICES=1 $launcher -n 2 $b/tests/gpu/test_gpu_p2p "[transpose]" > "$logs/test_gpu_p2p_transpose.log" 2>&1
+echo "exit $?"; grep -E "test cases|FAILED|passed" "$logs/test_gpu_p2p_transpose.log" | head -4
+
+bench 2
+
+echo "--- test_gpu_blocklist [large]"
+step 200 $b/tests/gpu/test_gpu_blocklist "[large]" > "$logs/test_gpu_blocklist_large.log" 2>&1
+echo "exit $?"; grep -E "test cases|FAILED|skipped|SKIP" "$logs/test_gpu_blocklist_large.log" | head -8
+
+echo "--- test_gpu_pack"
+step 200 $b/tests/gpu/test_gpu_pack "~[large]" > "$logs/test_gpu_pack.log" 2>&1
+echo "exit $?"; grep -E "test cases|FAILED" "$logs/test_gpu_pack.log" | head -5
+
+echo "--- compute-sanitizer memcheck, test_gpu_blocklist"
+step 200 compute-sanitizer --tool memcheck --error-exitcode 9 $b/tests/gpu/test_gpu_blocklist "~[large]" \
+  > "$logs/sanitizer-blocklist.log" 2>&1
+echo "exit $?"; grep -E "ERROR SUMMARY|test cases|FAILED" "$logs/sanitizer-blocklist.log" | head -5
 
 case ${STRIDED:-quick} in
   quick) opt=--quick ;;
@@ -50,19 +73,10 @@ if [ "$opt" != skip ]; then
   echo "exit $? ($(grep -c . "$top/bench_pack-strided.csv") lines of CSV)"
 fi
 
-echo "--- test_gpu_pack"
-step 200 $b/tests/gpu/test_gpu_pack "~[large]" > "$logs/test_gpu_pack.log" 2>&1
-echo "exit $?"; grep -E "test cases|FAILED" "$logs/test_gpu_pack.log" | head -5
-
-echo "--- compute-sanitizer memcheck, test_gpu_blocklist"
-step 200 compute-sanitizer --tool memcheck --error-exitcode 9 $b/tests/gpu/test_gpu_blocklist "~[large]" \
-  > "$logs/sanitizer-blocklist.log" 2>&1
-echo "exit $?"; grep -E "ERROR SUMMARY|test cases|FAILED" "$logs/sanitizer-blocklist.log" | head -5
-
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__registers_per_thread
 for row in ${NCU_ROWS:-irregular-64B lower-triangle-4000 varying}; do
   echo "--- ncu: $row (block-list kernels and the hand-written one; per-kernel averages)"
-  step 90 ncu --clock-control none --metrics $metrics -k "regex:gather|scatter|columns" -c 60 --print-summary per-kernel \
+  step 90 ncu --clock-control none --metrics $metrics -k "regex:gather|scatter|long_blocks|columns" -c 60 --print-summary per-kernel \
     $b/tools/bench_pack --rows blocklist --only "$row" > "$logs/ncu-$row.txt" 2>&1
   echo "exit $?"
   grep -E "^  [a-z_].*\(|gpu__time_duration|dram__bytes|dram__throughput|lts__t_bytes|warps_active|inst_executed|registers" \

@@ -20,6 +20,7 @@
 // and file calls) post them and continue in Open MPI's own Fortran code, through the
 // standard's names for it (PMPI_X_f, MPI-3.1 section 17.1.5), referenced weakly so that
 // C programs need no libmpi_mpifh.
+#include <dlfcn.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "engine.hpp"
 #include "forward.hpp"
 #include "log.hpp"
+#include "runtime.hpp"
 
 using F = MPI_Fint;
 static_assert(std::is_same_v<MPI_Fint, int>, "Open MPI: INTEGER is int, so count and displacement arrays pass as they are");
@@ -522,6 +524,16 @@ TEMPI_F_FLUSHING(TEMPI_F, file_open, File_open, (Arg a, Arg b, Arg c, Arg d, Arg
                  (a, b, c, d, e, ierr, name_length))
 TEMPI_F_FLUSHING(TEMPI_F, file_close, File_close, (Arg a, F *ierr), (a, ierr))
 #undef TEMPI_F_FLUSHING
+
+// One entry point of each route (use mpi and mpif.h; mpi_f08 through ompi_x_f and pmpi_x_).
+const char *tempi::ompi_fortran_entry_point_missed() {
+  const std::pair<const char *, void *> routes[] = {{"mpi_wait_", reinterpret_cast<void *>(mpi_wait_)},
+                                                      {"ompi_wait_f", reinterpret_cast<void *>(ompi_wait_f)},
+                                                      {"pmpi_test_", reinterpret_cast<void *>(pmpi_test_)}};
+  for (const auto &[name, ours] : routes)
+    if (dlsym(RTLD_DEFAULT, name) != ours) return name;
+  return nullptr;
+}
 
 // What linked.cpp refers to, so that the link recipes' --require-defined pulls this file
 // in with the C wrappers (mpifort links the archive before libmpi_mpifh).

@@ -172,9 +172,11 @@ program every_call
   call MPI_Reduce_local(ds, dr, m, MPI_INTEGER, MPI_SUM, ierr)
   call same('MPI_Reduce_local', 0)
 
-  ! Neighbourhood collectives on a periodic ring of 2 (both neighbours are the peer).
+  ! Neighbourhood collectives on a ring of 2, a distributed graph whose two neighbours are
+  ! both the peer (MPICH's mpi_f08 MPI_Neighbor_alltoallw asks for a distributed graph).
   call deferred_send(1)
-  call MPI_Cart_create(world, 1, [2], [.true.], .false., ring, ierr)
+  call MPI_Dist_graph_create_adjacent(world, 2, [peer, peer], MPI_UNWEIGHTED, 2, [peer, peer], MPI_UNWEIGHTED, &
+                                      MPI_INFO_NULL, .false., ring, ierr)
   call deferred_send_done()
   do k = 0, 1
     call neighbor_family(k, hs, hr)
@@ -217,11 +219,15 @@ program every_call
   call MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, c1, ierr)
   call deferred_send_done()
   call MPI_Comm_free(c1, ierr)
-  call deferred_send(11)
-  call MPI_Cart_sub(ring, [.false.], c1, ierr)
-  call deferred_send_done()
-  call MPI_Comm_free(c1, ierr)
   call MPI_Comm_free(ring, ierr)
+  call deferred_send(11)
+  call MPI_Cart_create(world, 1, [2], [.true.], .false., c1, ierr)
+  call deferred_send_done()
+  call deferred_send(22)
+  call MPI_Cart_sub(c1, [.true.], c2, ierr)
+  call deferred_send_done()
+  call MPI_Comm_free(c2, ierr)
+  call MPI_Comm_free(c1, ierr)
   call deferred_send(12)
   call MPI_Graph_create(world, 2, [1, 2], [1, 0], .false., c1, ierr)
   call deferred_send_done()

@@ -35,7 +35,9 @@
 
 using F = MPI_Fint;
 static_assert(std::is_same_v<MPI_Fint, int>, "Open MPI: INTEGER is int, so count and displacement arrays pass as they are");
-static_assert(sizeof(MPI_Status) == 6 * sizeof(MPI_Fint), "Open MPI 4.1: MPI_STATUS_SIZE is 6");
+// INTEGERs in a Fortran status (MPI_STATUS_SIZE): Open MPI's C status, word for word.
+constexpr size_t status_size = sizeof(MPI_Status) / sizeof(MPI_Fint);
+static_assert(status_size == 6, "Open MPI 4.1: MPI_STATUS_SIZE is 6");
 
 // Open MPI's Fortran MPI_BOTTOM and MPI_IN_PLACE: common blocks that libmpi defines.
 extern "C" F mpi_fortran_bottom_, mpi_fortran_in_place_;
@@ -115,7 +117,7 @@ class Statuses {
   // MPI_Waitsome, MPI_Testsome: the first n hold the completed requests' statuses.
   void back_first(int n, int err) {
     if (ignored() || (err != MPI_SUCCESS && err != MPI_ERR_IN_STATUS)) return;
-    for (int i = 0; i < n; ++i) PMPI_Status_c2f(&c_[size_t(i)], f_ + size_t(i) * 6);
+    for (int i = 0; i < n; ++i) PMPI_Status_c2f(&c_[size_t(i)], f_ + size_t(i) * status_size);
   }
 
  private:

@@ -24,6 +24,9 @@ extern "C" const char tempi_build[] = "TEMPI " TEMPI_VERSION " " TEMPI_ARTIFACT;
 #if defined(TEMPI_FORTRAN_MPICH)
 extern "C" const char tempi_fortran_mpich_linked[];  // wrap_fortran_mpich.cpp
 #endif
+#if defined(TEMPI_FORTRAN_OMPI)
+extern "C" const char tempi_fortran_ompi_linked[];  // wrap_fortran_ompi.cpp
+#endif
 
 #define TEMPI_WRAPPED(fn) reinterpret_cast<const void *>(&TEMPI_WRAPPER(fn)),
 extern "C" const void *const TEMPI_LINKED[] = {
@@ -33,6 +36,9 @@ extern "C" const void *const TEMPI_LINKED[] = {
 #endif
 #if defined(TEMPI_FORTRAN_MPICH)
     tempi_fortran_mpich_linked,
+#endif
+#if defined(TEMPI_FORTRAN_OMPI)
+    tempi_fortran_ompi_linked,
 #endif
     tempi_build,
 };

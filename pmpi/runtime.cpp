@@ -79,18 +79,21 @@ void log_high_water_marks() {
       (unsigned long long)m.device_bytes, (unsigned long long)m.pinned_peak, (unsigned long long)m.pinned_bytes);
 }
 
-// Open MPI's Fortran bindings call PMPI_X directly (docs/using.md, "Fortran"): Fortran calls
-// bypass TEMPI there, and a GPU receive that TEMPI started in C but Fortran code completes
-// would never be unpacked. Said once, on rank 0, when such a binding is loaded.
-void warn_about_fortran_bindings(int rank) {
-  if (rank != 0 || mpi_library_name().rfind("Open MPI", 0) != 0) return;
-  for (const char *symbol : {"mpi_send_", "ompi_send_f", "mpi_send_f08_"})
-    if (dlsym(RTLD_DEFAULT, symbol)) {
-      TEMPI_LOG(Warn, "Open MPI's Fortran bindings are loaded (%s): its Fortran calls go to the library without "
-                "TEMPI (GPU buffers need a CUDA-aware Open MPI; do not complete in Fortran requests started in C "
-                "on GPU buffers); docs/using.md, \"Fortran\"", symbol);
-      return;
-    }
+// Open MPI's Fortran bindings call PMPI_X directly: TEMPI's own definitions of the
+// entry points they reach must come first in symbol lookup (wrap_fortran_ompi.cpp;
+// docs/using.md, "Fortran"). Where they do not (a TEMPI built without them, or a TEMPI in
+// a shared library loaded after Open MPI's), Fortran calls reach the library without
+// TEMPI, which cannot answer them with an error: said once, on rank 0, as an error.
+void check_fortran_bindings(int rank) {
+  if (rank != 0 || mpi_library_name().rfind("Open MPI", 0) != 0 || !dlsym(RTLD_DEFAULT, "ompi_send_f")) return;
+#if defined(TEMPI_FORTRAN_OMPI)
+  const char *missed = ompi_fortran_entry_point_missed();
+#else
+  const char *missed = "all of them (this TEMPI was built without Open MPI 4's Fortran entry points)";
+#endif
+  if (missed)
+    TEMPI_LOG(Error, "Open MPI's Fortran calls bypass TEMPI (entry point not TEMPI's: %s): GPU buffers in them reach "
+              "the library unhandled; docs/using.md, \"Fortran\"", missed);
 }
 
 void initialize() {
@@ -112,7 +115,7 @@ void initialize() {
         find_profile(config().profile, this_machine(), [](const char *name) { return std::getenv(name); }));
     TEMPI_LOG(Info, "profile: %s", profile_summary().c_str());
   }
-  warn_about_fortran_bindings(rank);
+  check_fortran_bindings(rank);
   stop_at_finalize_of_mpi();
   g_active = true;
 }

@@ -27,4 +27,10 @@ std::string mpi_library_name();
 // This process's GPU model and MPI library (the key of its profile).
 MachineIdentity this_machine();
 
+#if defined(TEMPI_FORTRAN_OMPI)
+// The first of the entry points Open MPI's Fortran bindings reach that symbol lookup
+// does not resolve to TEMPI's definition (wrap_fortran_ompi.cpp); null when all are TEMPI's.
+const char *ompi_fortran_entry_point_missed();
+#endif
+
 }  // namespace tempi

@@ -2,14 +2,17 @@
 ! Rank 0 sends plain integers; rank 1 receives them into device arrays through strided
 ! types and completes each receive with another completion call, so each f08 entry
 ! point must reach TEMPI (MPICH's f08 bindings call PMPI_ for these: wrap_fortran_mpich.cpp).
-! A receive that bypasses TEMPI is never unpacked and its array keeps the sentinel.
+! A receive that bypasses TEMPI is never unpacked and its array keeps the sentinel. Then a
+! persistent send from the GPU and collectives on device arrays (a datatype per peer,
+! MPI_IN_PLACE). On Open MPI every call here reaches TEMPI through the entry points that
+! wrap_fortran_ompi.cpp defines; a GPU buffer that bypassed TEMPI would crash the library.
 program gpu_buffers_f08
   use mpi_f08
   use gpu_buffers
   implicit none
   integer :: rank, size, k, index, outcount, indices(2)
   logical :: flag
-  type(MPI_Datatype) :: stride2, stride3
+  type(MPI_Datatype) :: stride2, stride3, every2, types(2), rtypes(2)
   type(MPI_Request) :: reqs(2)
   type(MPI_Status) :: statuses(2)
   integer, pointer :: a(:), b(:)
@@ -100,11 +103,16 @@ program gpu_buffers_f08
     call free_device_array(a)
 
     a => device_array(sentinel)
-    call MPI_Irecv(a, 1, stride2, 0, 9, MPI_COMM_WORLD, reqs(1))
+    call MPI_Irecv(a, 1, stride2, 0, 9, MPI_COMM_WORLD, reqs(2))
+    reqs(1) = MPI_REQUEST_NULL
     outcount = 0
     do while (outcount == 0)
-      call MPI_Testsome(1, reqs, outcount, indices, MPI_STATUSES_IGNORE)
+      call MPI_Testsome(2, reqs, outcount, indices, statuses)
     end do
+    if (outcount /= 1 .or. indices(1) /= 2 .or. statuses(1)%MPI_TAG /= 9) then
+      print *, 'FAIL: MPI_Testsome', outcount, indices(1), statuses(1)%MPI_TAG
+      failures = failures + 1
+    end if
     call check_strided('MPI_Testsome', a, 2, 20)
     call free_device_array(a)
 
@@ -177,6 +185,67 @@ program gpu_buffers_f08
     end if
     call MPI_Barrier(MPI_COMM_WORLD)
   end if
+
+  ! A persistent send from the GPU, started twice.
+  if (rank == 0) then
+    a => device_array(sentinel)
+    host = sentinel
+    host(1:40:2) = values(20)
+    call upload(a, host)
+    call MPI_Send_init(a, 1, stride2, 1, 21, MPI_COMM_WORLD, reqs(1))
+    do k = 1, 2
+      call MPI_Start(reqs(1))
+      call MPI_Wait(reqs(1), MPI_STATUS_IGNORE)
+    end do
+    call MPI_Request_free(reqs(1))
+    call free_device_array(a)
+  else
+    do k = 1, 2
+      host = sentinel
+      call MPI_Recv(host, 20, MPI_INTEGER, 0, 21, MPI_COMM_WORLD, statuses(1))
+      if (any(host(1:20) /= values(20)) .or. statuses(1)%MPI_TAG /= 21) then
+        print *, 'FAIL: persistent send from the GPU', k, host(1:4)
+        failures = failures + 1
+      end if
+    end do
+  end if
+
+  ! Collectives on device arrays: MPI_Bcast through a strided type,
+  a => device_array(sentinel)
+  if (rank == 0) then
+    host = sentinel
+    host(1:40:2) = values(20)
+    call upload(a, host)
+  end if
+  call MPI_Bcast(a, 1, stride2, 0, MPI_COMM_WORLD)
+  call check_strided('MPI_Bcast', a, 2, 20)
+  call free_device_array(a)
+  ! MPI_Alltoallw: 10 integers from the host to each peer, received every second element,
+  ! the first peer's at the odd places and the second's at the even,
+  call MPI_Type_vector(10, 1, 2, MPI_INTEGER, every2)
+  call MPI_Type_commit(every2)
+  a => device_array(sentinel)
+  src = values(20)
+  types = [MPI_INTEGER, MPI_INTEGER]
+  rtypes = [every2, every2]
+  call MPI_Alltoallw(src, [10, 10], [0, 0], types, a, [1, 1], [0, 4], rtypes, MPI_COMM_WORLD)
+  host = download(a)
+  if (any(host(1:20:2) /= src(1:10)) .or. any(host(2:20:2) /= src(1:10)) .or. any(host(21:n) /= sentinel)) then
+    print *, 'FAIL: MPI_Alltoallw into the GPU', host(1:4)
+    failures = failures + 1
+  end if
+  call free_device_array(a)
+  call MPI_Type_free(every2)
+  ! and MPI_Iallreduce in place.
+  a => device_array(rank + 1)
+  call MPI_Iallreduce(MPI_IN_PLACE, a, n, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, reqs(1))
+  call MPI_Wait(reqs(1), MPI_STATUS_IGNORE)
+  host = download(a)
+  if (any(host /= 3)) then
+    print *, 'FAIL: MPI_Iallreduce in place on the GPU', host(1:4)
+    failures = failures + 1
+  end if
+  call free_device_array(a)
 
   call MPI_Type_free(stride2)
   call MPI_Finalize()

@@ -84,6 +84,9 @@ class Backend {
 
   // Where a pointer lives. Host for anything the GPU runtime does not know.
   virtual MemorySpace classify(const void *ptr) = 0;
+  // While `on` (PointerScope below), the backend may answer classify() and device_of()
+  // for an address it was already asked about on this thread from its first answer.
+  virtual void remember_pointers(bool on) { (void)on; }
 
   // Bytes [first, last) of the packed stream of `plan`, between a typed buffer and a
   // packed one (packed[0] is stream byte `first`). Either side may be device,
@@ -181,6 +184,19 @@ class Backend {
 };
 
 Backend &gpu_backend();
+
+// One intercepted call: the wrapper, the method choice and the backend each ask where the
+// call's buffers live (each question is a driver query of about 0.1 us), and the answers
+// cannot change during the call, since the calling thread allocates and frees nothing
+// meanwhile (another thread freeing a buffer during a call that uses it is erroneous
+// in MPI already). Scopes nest; the memory of answers ends with the outermost.
+class PointerScope {
+ public:
+  PointerScope() { gpu_backend().remember_pointers(true); }
+  ~PointerScope() { gpu_backend().remember_pointers(false); }
+  PointerScope(const PointerScope &) = delete;
+  PointerScope &operator=(const PointerScope &) = delete;
+};
 
 // For the life of a scope, the GPU that holds `ptr` is the calling thread's current
 // device (every new thread starts on device 0, whatever GPU its buffers are on), so

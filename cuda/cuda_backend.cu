@@ -39,6 +39,43 @@ cudaError_t synchronize(cudaStream_t stream) {
   return cudaStreamSynchronize(stream);
 }
 
+// This thread's answers to pointer queries, kept inside a PointerScope (backend.hpp).
+// A call names at most a few buffers; the last kMemo addresses asked about are kept.
+struct PointerMemo {
+  static constexpr int kMemo = 4;
+  int depth = 0;
+  int size = 0;
+  int next = 0;  // the slot the next answer replaces once all are used
+  const void *ptr[kMemo] = {};
+  bool known[kMemo] = {};  // the runtime knew the address (its attributes are valid)
+  cudaPointerAttributes attr[kMemo] = {};
+};
+
+PointerMemo &pointer_memo() {
+  thread_local PointerMemo memo;
+  return memo;
+}
+
+// cudaPointerGetAttributes, answered from the memo inside a PointerScope. False when the
+// runtime does not know the address (pageable host memory).
+bool attributes(const void *ptr, cudaPointerAttributes &out) {
+  PointerMemo &m = pointer_memo();
+  for (int i = 0; i < m.size; ++i)
+    if (m.ptr[i] == ptr) {
+      out = m.attr[i];
+      return m.known[i];
+    }
+  const bool known = cudaPointerGetAttributes(&out, ptr) == cudaSuccess;
+  if (!known) cudaGetLastError();
+  if (m.depth > 0) {
+    const int slot = m.size < PointerMemo::kMemo ? m.size++ : (m.next++ % PointerMemo::kMemo);
+    m.ptr[slot] = ptr;
+    m.known[slot] = known;
+    m.attr[slot] = out;
+  }
+  return known;
+}
+
 // Events that mark the end of asynchronous work, reused: creating one costs more than
 // recording it. One pool per device (an event belongs to the device it was made on).
 class EventPool {
@@ -140,10 +177,7 @@ class CudaBackend final : public Backend {
   MemorySpace classify(const void *ptr) override {
     if (!ptr || !has_gpu()) return MemorySpace::Host;
     cudaPointerAttributes attr;
-    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-      cudaGetLastError();
-      return MemorySpace::Host;
-    }
+    if (!attributes(ptr, attr)) return MemorySpace::Host;
     switch (attr.type) {
       case cudaMemoryTypeDevice:
         return MemorySpace::Device;
@@ -408,13 +442,19 @@ class CudaBackend final : public Backend {
     return can != 0;
   }
 
+  void remember_pointers(bool on) override {
+    PointerMemo &m = pointer_memo();
+    if (on) {
+      ++m.depth;
+    } else if (--m.depth == 0) {
+      m.size = 0;
+    }
+  }
+
   int device_of(const void *ptr) override {
     if (!ptr || !has_gpu()) return -1;
     cudaPointerAttributes attr;
-    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-      cudaGetLastError();
-      return -1;
-    }
+    if (!attributes(ptr, attr)) return -1;
     return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? attr.device : -1;
   }
 

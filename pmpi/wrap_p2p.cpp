@@ -31,15 +31,19 @@ int send_with(SendFn next, const char *call, const void *buf, int count, MPI_Dat
   flush_sends();
   SendPlan sp;
   Outgoing out;
-  if (const int err = plan_send(buf, count, type, dest, comm, call, sp, out)) return err;
-  if (const int err = check_tag_if(sp.kind != SendPlan::Kind::PassThrough, comm, call, tag, false)) return err;
-  if (const int err = fill_staging(buf, sp, out, comm, call)) return err;
+  {
+    const PointerScope planning;  // ends before the library's call, which may wait long
+    if (const int err = plan_send(buf, count, type, dest, comm, call, sp, out)) return err;
+    if (const int err = check_tag_if(sp.kind != SendPlan::Kind::PassThrough, comm, call, tag, false)) return err;
+    if (const int err = fill_staging(buf, sp, out, comm, call)) return err;
+  }
   return next(out.buf, out.count, out.type, dest, tag, comm);
 }
 
 int isend_with(IsendFn next, const char *call, const void *buf, int count, MPI_Datatype type, int dest, int tag,
                MPI_Comm comm, MPI_Request *request) {
   engine().poll();
+  const PointerScope one_call;
   SendPlan sp;
   Outgoing out;
   if (const int err = plan_send(buf, count, type, dest, comm, call, sp, out, !config().eager_sends)) return err;
@@ -122,7 +126,10 @@ int TEMPI_WRAPPER(MPI_Recv)(void *buf, int count, MPI_Datatype type, int source,
                             MPI_Status *status) {
   flush_sends();
   Incoming in;
-  if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Recv", in)) return err;
+  {
+    const PointerScope planning;  // not across the library's blocking receive
+    if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Recv", in)) return err;
+  }
   if (in.after == Incoming::After::Nothing) return TEMPI_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
   if (const int err = check_tag(comm, "MPI_Recv", tag, true)) return err;
   MPI_Status local;
@@ -134,6 +141,7 @@ int TEMPI_WRAPPER(MPI_Recv)(void *buf, int count, MPI_Datatype type, int source,
 int TEMPI_WRAPPER(MPI_Irecv)(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                              MPI_Request *request) {
   engine().poll();
+  const PointerScope one_call;
   Incoming in;
   if (const int err = prepare_recv(buf, count, type, source, comm, "MPI_Irecv", in, true)) return err;
   if (in.after == Incoming::After::Nothing)

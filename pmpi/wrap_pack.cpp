@@ -134,6 +134,7 @@ extern "C" {
 
 int TEMPI_WRAPPER(MPI_Pack)(const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, int outsize,
                             int *position, MPI_Comm comm) {
+  const PointerScope one_call;
   if (!active() || (!on_gpu(inbuf) && !on_gpu(outbuf)))
     return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
   std::shared_ptr<const TypeInfo> info;
@@ -165,6 +166,7 @@ int TEMPI_WRAPPER(MPI_Pack)(const void *inbuf, int incount, MPI_Datatype datatyp
 
 int TEMPI_WRAPPER(MPI_Unpack)(const void *inbuf, int insize, int *position, void *outbuf, int outcount,
                               MPI_Datatype datatype, MPI_Comm comm) {
+  const PointerScope one_call;
   if (!active() || (!on_gpu(inbuf) && !on_gpu(outbuf)))
     return TEMPI_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, datatype, comm);
   std::shared_ptr<const TypeInfo> info;

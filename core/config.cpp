@@ -32,6 +32,12 @@ const std::vector<Knob> &knobs() {
        "as one fused kernel, by the thread's next MPI call that is not MPI_Pack; the packed output is complete "
        "only for later MPI calls of that thread "
        "(docs/using.md, \"Sequences of MPI_Pack and MPI_Unpack\"). 0: each call waits for its kernel."},
+      {"TEMPI_WAIT", "poll",
+       "How a call waits for the GPU work it issued: poll (the stream writes a word of pinned host memory after "
+       "the work, with cuStreamWriteValue32, and the calling thread polls it; about 2 us less per synchronous "
+       "call than cudaStreamSynchronize on an H100; where the GPU or driver refuses stream memory operations, "
+       "sync is used) or sync (cudaStreamSynchronize, which yields the CPU where the CUDA runtime decides to, "
+       "e.g. with more processes than cores) (docs/using.md, \"The cost of one call\")."},
       {"TEMPI_COLL_DEVICE", "0",
        "1: blocking collectives (not reductions) on a CUDA-aware MPI library get TEMPI's packed GPU bytes "
        "instead of pinned host copies (fast; off by default because Open MPI 4.1's collectives crashed, hung "
@@ -132,6 +138,12 @@ Config parse_config(const std::function<const char *(const char *)> &lookup) {
       c.defer_pack = v[0] - '0';
     else
       warn_invalid("TEMPI_DEFER_PACK", v);
+  }
+  if (const char *v = lookup("TEMPI_WAIT")) {
+    if (!strcasecmp(v, "sync"))
+      c.wait_by_polling = false;
+    else if (strcasecmp(v, "poll"))
+      warn_invalid("TEMPI_WAIT", v);
   }
   if (const char *v = lookup("TEMPI_PROFILE")) c.profile = v;
   if (const char *v = lookup("TEMPI_PIPELINE_CHUNK")) parse_bytes("TEMPI_PIPELINE_CHUNK", v, c.pipeline_chunk);

@@ -35,6 +35,10 @@ struct Config {
   // MPI_Pack/MPI_Unpack between device buffers: 0 wait for the GPU, 1 return once the
   // kernel is launched, 2 return at once (launched, fused, at the next MPI call).
   int defer_pack = 0;
+  // How TEMPI waits for its own GPU work: true, by polling a word of pinned host memory
+  // that the stream writes after the work (TEMPI_WAIT=poll, where the GPU can); false,
+  // cudaStreamSynchronize (TEMPI_WAIT=sync).
+  bool wait_by_polling = true;
   // Blocking collectives on a CUDA-aware library: hand it packed GPU bytes (true) or stage
   // every GPU buffer through pinned host memory (false, the default: Open MPI 4.1's
   // collectives crash and hang on device buffers).

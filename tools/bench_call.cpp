@@ -15,13 +15,15 @@
 //               cudaDeviceSynchronize, per call:
 //               equal to `pack` by default; with TEMPI_DEFER_PACK=1 or 2 the calls do not
 //               wait, and this is their issue cost (docs/using.md)
-// and once per run the floors: an empty kernel with its cudaStreamSynchronize, the same
-// kernel's completion seen by polling a word of mapped host memory it writes, an empty
-// launch alone, one cudaPointerGetAttributes. Before timing, each object's TEMPI pack is checked
+// and once per run the floors: an empty kernel with its completion seen by
+// cudaStreamSynchronize, by polling cudaStreamQuery, by an event, by polling a word of
+// mapped host memory the kernel writes, and by polling one that cuStreamWriteValue32
+// writes after it; an empty launch alone; one cudaPointerGetAttributes. Before timing, each object's TEMPI pack is checked
 // byte for byte against the hand kernel's output (poisoned buffers) and its unpack
 // against the original data.
 //
 //   mpiexec -n 1 bench_call [--iters 2000] [--csv FILE]
+#include <cuda.h>          // types of cuStreamWriteValue32, reached through cudart
 #include <cuda_runtime.h>  // the typed cudaMalloc and cudaHostAlloc templates
 #include <mpi.h>
 
@@ -55,7 +57,8 @@ const char kUsage[] =
     "kernel's launch and synchronization, measured in the same run (median microseconds).\n"
     "  --iters N   timed calls per measurement (default 2000, after N/10 warm-up calls)\n"
     "  --csv FILE  also write the table as CSV\n"
-    "With TEMPI_DEFER_PACK=1 or 2 the 'pack x64' column is the cost of issuing a call.\n";
+    "With TEMPI_DEFER_PACK=1 or 2 the 'pack x64' column is the cost of issuing a call;\n"
+    "TEMPI_WAIT=sync or poll chooses how TEMPI's synchronous calls wait.\n";
 
 #define CUDA(x)                                                                                                  \
   do {                                                                                                           \
@@ -218,6 +221,48 @@ int main(int argc, char **argv) {
     }
   });
   CUDA(cudaStreamSynchronize(stream));
+  // The same, polling cudaStreamQuery until the stream is idle.
+  const double floor_query = time_us(iters, [&] {
+    CUDA(cudaError_t(bench_call::launch_empty(stream)));
+    cudaError_t e;
+    while ((e = cudaStreamQuery(stream)) == cudaErrorNotReady) {
+    }
+    CUDA(e);
+  });
+  // An event recorded after the kernel and waited for.
+  cudaEvent_t event;
+  CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  const double floor_event = time_us(iters, [&] {
+    CUDA(cudaError_t(bench_call::launch_empty(stream)));
+    CUDA(cudaEventRecord(event, stream));
+    CUDA(cudaEventSynchronize(event));
+  });
+  CUDA(cudaEventDestroy(event));
+  // A stream memory operation (cuStreamWriteValue32) after the kernel writes the word the
+  // host polls: completion seen through host memory with unchanged kernels.
+  using WriteValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+  void *write_fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  double floor_write = -1;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &write_fn, 12000, cudaEnableDefault, &found) ==
+          cudaSuccess &&
+      found == cudaDriverEntryPointSuccess) {
+    const auto write_value = reinterpret_cast<WriteValue>(write_fn);
+    bool ok = true;
+    floor_write = time_us(iters, [&] {
+      ++flag_value;
+      CUDA(cudaError_t(bench_call::launch_empty(stream)));
+      if (write_value(stream, reinterpret_cast<CUdeviceptr>(flag_dev), flag_value, 0) != CUDA_SUCCESS) {
+        ok = false;
+        return;
+      }
+      while (*static_cast<volatile unsigned *>(flag) != flag_value) {
+      }
+    });
+    if (!ok) floor_write = -1;
+  }
+  cudaGetLastError();
+  CUDA(cudaStreamSynchronize(stream));
   CUDA(cudaFreeHost(flag));
   void *probe = nullptr;
   CUDA(cudaMalloc(&probe, 256));
@@ -331,11 +376,14 @@ int main(int argc, char **argv) {
   const std::time_t now = std::time(nullptr);
   std::strftime(when, sizeof when, "%Y-%m-%d", std::gmtime(&now));
   const char *defer = std::getenv("TEMPI_DEFER_PACK");
-  std::printf("bench_call on %s, %s, TEMPI_DEFER_PACK=%s, median of %d calls (us)\n",
-              tempi::gpu_backend().device_name().c_str(), when, defer ? defer : "unset", iters);
-  std::printf("floors: empty kernel + cudaStreamSynchronize %.2f us; the same seen by polling host memory %.2f us; "
-              "empty launch alone %.2f us; cudaPointerGetAttributes %.3f us\n",
-              floor_sync, floor_flag, launch_only, query);
+  const char *wait = std::getenv("TEMPI_WAIT");
+  std::printf("bench_call on %s, %s, TEMPI_DEFER_PACK=%s, TEMPI_WAIT=%s, median of %d calls (us)\n",
+              tempi::gpu_backend().device_name().c_str(), when, defer ? defer : "unset", wait ? wait : "unset", iters);
+  std::printf("floors: an empty kernel and its completion seen by cudaStreamSynchronize %.2f us, by polling "
+              "cudaStreamQuery %.2f us, by cudaEventRecord + cudaEventSynchronize %.2f us, by polling host memory "
+              "the kernel writes %.2f us, by polling host memory cuStreamWriteValue32 writes %.2f us (-1: not "
+              "available)\nempty launch alone %.2f us; cudaPointerGetAttributes %.3f us\n",
+              floor_sync, floor_query, floor_event, floor_flag, floor_write, launch_only, query);
   std::printf("%-40s %9s %7s %7s %7s %8s %8s %6s %6s\n", "object", "bytes", "hand", "pack", "unpack", "hand x64",
               "pack x64", "pack/h", "syncs");
   for (const Row &r : rows)
@@ -346,10 +394,11 @@ int main(int argc, char **argv) {
     if (!csv) {
       std::fprintf(stderr, "bench_call: cannot write %s\n", csv_path);
     } else {
-      std::fprintf(csv, "# bench_call %s %s TEMPI_DEFER_PACK=%s floor_sync_us=%.3f floor_flag_us=%.3f launch_us=%.3f "
-                   "query_us=%.4f\n",
-                   tempi::gpu_backend().device_name().c_str(), when, defer ? defer : "unset", floor_sync, floor_flag,
-                   launch_only, query);
+      std::fprintf(csv, "# bench_call %s %s TEMPI_DEFER_PACK=%s TEMPI_WAIT=%s floor_sync_us=%.3f floor_query_us=%.3f "
+                   "floor_event_us=%.3f floor_flag_us=%.3f floor_write_value_us=%.3f launch_us=%.3f query_us=%.4f\n",
+                   tempi::gpu_backend().device_name().c_str(), when, defer ? defer : "unset", wait ? wait : "unset",
+                   floor_sync, floor_query,
+                   floor_event, floor_flag, floor_write, launch_only, query);
       std::fprintf(csv, "object,bytes,hand_us,pack_us,unpack_us,hand_x64_us,pack_x64_us,syncs_per_pack\n");
       for (const Row &r : rows)
         std::fprintf(csv, "\"%s\",%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", r.name.c_str(), (long long)r.bytes, r.hand,

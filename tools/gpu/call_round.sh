@@ -1,13 +1,16 @@
 #!/bin/bash
 # The fixed cost of one call (issues 11, 17), before and after a change, in one run on
 # the lent GPU machine, under MPICH: bench_call (one rank) and bench_pack_sequence (two
-# ranks on one GPU under MPS), each with TEMPI_DEFER_PACK off and 1, for this tree and,
+# ranks on one GPU under MPS), each with TEMPI_WAIT=sync, =poll and TEMPI_DEFER_PACK=1, for this tree and,
 # when OLD names another source tree, for that one too (built with this tree's
-# benchmarks). Then the gpu suite on this tree (TESTS=0 skips it). Tables to $OUT.
+# benchmarks). Then the gpu suite on this tree (TESTS=0 skips it). Tables and logs go
+# into one archive, $OUT/call-round.tgz (a call brings back few files).
 #   OLD=../old bash tools/gpu/call_round.sh
 set -uo pipefail
-top=${OUT:-gpu-out}
+final=${OUT:-gpu-out}
+top=$final/call-round
 mkdir -p "$top"
+trap 'tar czf "$final/call-round.tgz" -C "$final" call-round && rm -rf "$top"' EXIT
 source .gpu-host/use-mpich.sh .gpu-host/debs
 launcher=$(command -v mpiexec.hydra || command -v mpiexec)
 [ -d /opt/c2/usr/share/pkgconfig ] || { mkdir -p /opt/c2 && dpkg -x .gpu-host/debs/catch2_*.deb /opt/c2; }
@@ -28,25 +31,28 @@ for t in $trees; do
   echo "== $name: built"
 done
 
+# Settings compared (this tree's TEMPI_WAIT has no meaning in the old one).
+settings="TEMPI_WAIT=sync TEMPI_WAIT=poll TEMPI_DEFER_PACK=1"
 for round in 1 2; do
-  for defer in 0 1; do
+  for setting in $settings; do
     for t in $trees; do
       name=${t%%:*} dir=${t#*:}
-      echo "--- bench_call, $name tree, TEMPI_DEFER_PACK=$defer, round $round"
-      TEMPI_DEFER_PACK=$defer $launcher -n 1 "$dir/build-call/tools/bench_call" --iters 3000 \
-        --csv "$top/call-$name-defer$defer-r$round.csv" 2>&1 | tee "$top/call-$name-defer$defer-r$round.txt" | tail -8
+      tag=$name-${setting#TEMPI_}-r$round
+      echo "--- bench_call, $name tree, $setting, round $round"
+      env $setting $launcher -n 1 "$dir/build-call/tools/bench_call" --iters 3000 --csv "$top/call-$tag.csv" 2>&1 |
+        tee "$top/call-$tag.txt" | tail -9
     done
   done
 done
 
 nvidia-cuda-mps-control -d 2>/dev/null && echo "MPS started"
-for defer in 0 1; do
+for setting in ${SEQ_SETTINGS:-TEMPI_WAIT=sync TEMPI_WAIT=poll TEMPI_DEFER_PACK=1}; do
   for t in $trees; do
     name=${t%%:*} dir=${t#*:}
-    echo "--- bench_pack_sequence, two ranks on one GPU under MPS, $name tree, TEMPI_DEFER_PACK=$defer"
-    TEMPI_DEFER_PACK=$defer $launcher -n 2 "$dir/build-call/tools/bench_pack_sequence" --gpus 1 \
-      --csv "$top/sequence-$name-defer$defer.csv" 2>&1 | tee "$top/sequence-$name-defer$defer.txt" |
-      grep -E "^mpi-datatypes|^fused-kernel|ratio|wrong|FAIL|layout" | grep -v verify
+    tag=$name-${setting#TEMPI_}
+    echo "--- bench_pack_sequence, two ranks on one GPU under MPS, $name tree, $setting"
+    env $setting $launcher -n 2 "$dir/build-call/tools/bench_pack_sequence" --gpus 1 --csv "$top/sequence-$tag.csv" 2>&1 |
+      tee "$top/sequence-$tag.txt" | grep -E "^mpi-datatypes|^fused-kernel|ratio|wrong|FAIL|layout" | grep -v verify
   done
 done
 echo quit | nvidia-cuda-mps-control 2>/dev/null

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The fixed cost of one call (issues 11, 17), before and after a change, in one run on
-# the lent GPU machine, under MPICH: bench_call (one rank) and bench_pack_sequence (two
-# ranks on one GPU under MPS), each with TEMPI_WAIT=sync, =poll and TEMPI_DEFER_PACK=1, for this tree and,
+# the lent GPU machine, under MPICH: bench_call (one rank) and bench_pack_sequence (ranks
+# sharing the GPU), each under the SETTINGS compared, ROUNDS times, for this tree and,
 # when OLD names another source tree, for that one too (built with this tree's
 # benchmarks). Then the gpu suite on this tree (TESTS=0 skips it). Tables and logs go
 # into one archive, $OUT/call-round.tgz (a call brings back few files).
@@ -26,14 +26,16 @@ if [ -n "${OLD:-}" ]; then
 fi
 for t in $trees; do
   name=${t%%:*} dir=${t#*:}
-  (cd "$dir" && meson setup build-call -Dmpi=mpich -Dmpiexec="$launcher" > "$top/setup-$name.log" 2>&1 &&
+  (cd "$dir" && { [ -d build-call ] || meson setup build-call -Dmpi=mpich -Dmpiexec="$launcher" > "$top/setup-$name.log" 2>&1; } &&
     ninja -C build-call > "$top/build-$name.log" 2>&1) || { echo "== $name: build failed"; tail -30 "$top/build-$name.log"; exit 1; }
   echo "== $name: built"
 done
 
-# Settings compared (this tree's TEMPI_WAIT has no meaning in the old one).
-settings="TEMPI_WAIT=sync TEMPI_WAIT=poll TEMPI_DEFER_PACK=1"
-for round in 1 2; do
+# Settings compared (TEMPI_WAIT has no meaning in trees older than it). MPS=1 runs
+# everything under the Multi-Process Service; SEQ_RANKS ranks share the one GPU.
+settings=${SETTINGS:-TEMPI_WAIT=sync TEMPI_WAIT=poll TEMPI_DEFER_PACK=1}
+[ "${MPS:-0}" = 1 ] && nvidia-cuda-mps-control -d 2>/dev/null && echo "MPS started"
+for round in $(seq 1 ${ROUNDS:-2}); do
   for setting in $settings; do
     for t in $trees; do
       name=${t%%:*} dir=${t#*:}
@@ -43,19 +45,17 @@ for round in 1 2; do
         tee "$top/call-$tag.txt" | tail -9
     done
   done
-done
-
-nvidia-cuda-mps-control -d 2>/dev/null && echo "MPS started"
-for setting in ${SEQ_SETTINGS:-TEMPI_WAIT=sync TEMPI_WAIT=poll TEMPI_DEFER_PACK=1}; do
-  for t in $trees; do
-    name=${t%%:*} dir=${t#*:}
-    tag=$name-${setting#TEMPI_}
-    echo "--- bench_pack_sequence, two ranks on one GPU under MPS, $name tree, $setting"
-    env $setting $launcher -n 2 "$dir/build-call/tools/bench_pack_sequence" --gpus 1 --csv "$top/sequence-$tag.csv" 2>&1 |
-      tee "$top/sequence-$tag.txt" | grep -E "^mpi-datatypes|^fused-kernel|ratio|wrong|FAIL|layout" | grep -v verify
+  for setting in $settings; do
+    for t in $trees; do
+      name=${t%%:*} dir=${t#*:}
+      tag=$name-${setting#TEMPI_}-n${SEQ_RANKS:-2}-r$round
+      echo "--- bench_pack_sequence, ${SEQ_RANKS:-2} ranks on one GPU, MPS=${MPS:-0}, $name tree, $setting, round $round"
+      env $setting $launcher -n ${SEQ_RANKS:-2} "$dir/build-call/tools/bench_pack_sequence" --gpus 1 \
+        --csv "$top/sequence-$tag.csv" 2>&1 | tee "$top/sequence-$tag.txt" | grep -E "^mpi-datatypes|^fused-kernel|wrong|FAIL"
+    done
   done
 done
-echo quit | nvidia-cuda-mps-control 2>/dev/null
+[ "${MPS:-0}" = 1 ] && echo quit | nvidia-cuda-mps-control 2>/dev/null
 
 if [ "${TESTS:-1}" != 0 ]; then
   meson test -C build-call --suite gpu --print-errorlogs > "$top/test-gpu.log" 2>&1

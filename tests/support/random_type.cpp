@@ -132,8 +132,11 @@ TypeDesc RandomTypes::gen(int depth) {
         else
           dargs.push_back(kDefaultDistArg);
       }
+      // Open MPI 4.1 refuses a darray of a type without data (MPI_ERR_TYPE), MPICH builds it.
+      TypeDesc old = child(depth - 1);
+      while (old.size == 0) old = gen(depth - 1);
       return desc::darray(nprocs, small(0, nprocs - 1), gsizes, dist, dargs, psizes,
-                          uniform(0, 1) ? ArrayOrder::C : ArrayOrder::Fortran, child(depth - 1));
+                          uniform(0, 1) ? ArrayOrder::C : ArrayOrder::Fortran, old);
     }
     default: {
       TypeDesc old = child(depth - 1);

@@ -672,6 +672,26 @@ class CudaBackend final : public Backend {
     return Status::Ok;
   }
 
+  // A large transpose or permutation leaves the fused launch for the tiled kernels
+  // (transpose.hpp). The fused strided kernel moves it 0.66-0.87 us per MB slower (issue
+  // 19's H200 table: N = 2000 and 4000 doubles), a launch of its own costs about 4 us
+  // (bench_call on an H100), so from 4 MiB up it runs alone.
+  static bool runs_alone(const FusedObject &o) {
+    constexpr int64_t kAloneTranspose = int64_t(4) << 20;
+    if (o.bytes < kAloneTranspose) return false;
+    StridedArgs a;
+    a.start = o.start;
+    a.block = o.block;
+    a.ndims = o.ndims;
+    for (int d = 0; d < o.ndims; ++d) {
+      a.counts[d] = o.counts[d];
+      a.strides[d] = o.strides[d];
+    }
+    a.first = 0;
+    a.last = o.bytes;
+    return tiled_transpose_fits(a, o.word);
+  }
+
   // Issues the jobs on this thread's stream and records the fence after them. Small
   // strided objects share fused launches; the staged method's copies are issued around
   // them (packed into one device area, then one copy per job to the host).
@@ -692,7 +712,7 @@ class CudaBackend final : public Backend {
         if (j.bytes <= 0) continue;
         FusedObject o;
         const bool whole = j.transfer.method != Method::Staged || j.transfer.chunk >= j.bytes;
-        if (j.plan->contiguous() || !whole || !describe_fused(j, j.packed, o)) {
+        if (j.plan->contiguous() || !whole || !describe_fused(j, j.packed, o) || runs_alone(o)) {
           TEMPI_TRY(issue_one(j, to_packed, stream, *fence));
           continue;
         }

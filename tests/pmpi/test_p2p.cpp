@@ -305,6 +305,45 @@ void send_transposed(int n, const Layout &s, const Layout &r, Mode mode, int tag
   }
 }
 
+// Two messages in flight at once (their packs and unpacks issued in one batch): an n x n
+// matrix as `s` to `r` as in send_transposed, and a 16 x 16 one sent and received
+// contiguous. Rank 1 checks both element by element.
+void send_transposed_in_batch(int n, const Layout &s, const Layout &r, int tag) {
+  const int small = 16;
+  const size_t bytes = size_t(n) * size_t(n) * sizeof(double), small_bytes = small * small * sizeof(double);
+  auto matrix = [](int side) {
+    std::vector<double> a(size_t(side) * size_t(side));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = double(i) + 0.25;
+    std::vector<char> raw(a.size() * sizeof(double));
+    std::memcpy(raw.data(), a.data(), raw.size());
+    return raw;
+  };
+  MPI_Request req[2];
+  if (rank() == 0) {
+    Buf big(Where::Gpu, bytes), little(Where::Gpu, small_bytes);
+    big.upload(matrix(n));
+    little.upload(matrix(small));
+    REQUIRE(MPI_Isend(big.get(), s.count, s.type, 1, tag, MPI_COMM_WORLD, &req[0]) == MPI_SUCCESS);
+    REQUIRE(MPI_Isend(little.get(), small * small, MPI_DOUBLE, 1, tag + 1, MPI_COMM_WORLD, &req[1]) == MPI_SUCCESS);
+    REQUIRE(MPI_Waitall(2, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+  } else if (rank() == 1) {
+    Buf big(Where::Gpu, bytes), little(Where::Gpu, small_bytes);
+    big.upload(std::vector<char>(bytes, kPoison));
+    little.upload(std::vector<char>(small_bytes, kPoison));
+    REQUIRE(MPI_Irecv(big.get(), r.count, r.type, 0, tag, MPI_COMM_WORLD, &req[0]) == MPI_SUCCESS);
+    REQUIRE(MPI_Irecv(little.get(), small * small, MPI_DOUBLE, 0, tag + 1, MPI_COMM_WORLD, &req[1]) == MPI_SUCCESS);
+    REQUIRE(MPI_Waitall(2, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    CHECK(little.download() == matrix(small));
+    std::vector<double> got(size_t(n) * size_t(n));
+    std::memcpy(got.data(), big.download().data(), bytes);
+    int64_t wrong = 0;
+    for (int64_t row = 0; row < n; ++row)
+      for (int64_t col = 0; col < n; ++col) wrong += got[size_t(row * n + col)] != double(col * n + row) + 0.25;
+    INFO("n " << n << ": " << wrong << " wrong elements");
+    CHECK(wrong == 0);
+  }
+}
+
 struct Named {
   const char *name;
   MPI_Datatype (*make)();
@@ -412,6 +451,19 @@ TEST_CASE("a matrix sent contiguous arrives as its transpose, and back", "[p2p][
       send_transposed(n, matrix, transposed, mode, tag++);
       send_transposed(n, transposed, matrix, mode, tag++);
     }
+    release(transposed);
+  }
+}
+
+TEST_CASE("a transpose sent or received beside another message", "[p2p][transpose]") {
+  // 800 x 800 doubles (5.1 MB): large enough to leave a batch's fused launch for the tiled
+  // kernels, below the default pipelining threshold
+  int tag = 600;
+  for (int n : {64, 800}) {
+    const Layout transposed{transpose_type(n), 1}, matrix{MPI_DOUBLE, n * n};
+    send_transposed_in_batch(n, matrix, transposed, tag);
+    send_transposed_in_batch(n, transposed, matrix, tag + 2);
+    tag += 4;
     release(transposed);
   }
 }

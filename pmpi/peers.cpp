@@ -77,12 +77,12 @@ struct CommPeers {
   std::vector<PeerClass> by_rank;
 };
 
-// The maps of the communicators in use, by handle: a map is made once (nullptr while one
-// thread makes it) and dropped by the delete callback of TEMPI's attribute on its
-// communicator, which also moves the generation on, so that every thread's cache forgets
-// the handle (the MPI library may give it to the next communicator it creates). The
-// callback runs inside the library, which may hold its own lock meanwhile: no MPI call is
-// made with `mutex` held.
+// The maps of the communicators in use, by handle: one is kept per communicator (nullptr
+// while a thread makes it; a thread that misses meanwhile makes one for its own answer)
+// and dropped by the delete callback of TEMPI's attribute on its communicator, which also
+// moves the generation on, so that every thread's cache forgets the handle (the MPI
+// library may give it to the next communicator it creates). The callback runs inside the
+// library, which may hold its own lock meanwhile: no MPI call is made with `mutex` held.
 struct Registry {
   std::mutex mutex;
   std::unordered_map<uint64_t, std::unique_ptr<CommPeers>> maps;
@@ -160,33 +160,40 @@ thread_local std::array<CachedMap, kCachedMaps> t_maps;
 
 size_t slot(uint64_t key) { return size_t((key * 0x9E3779B97F4A7C15ull) >> 32) % kCachedMaps; }
 
-// The miss: the registry's map of `comm`, made now if nobody made it. Null while the
-// world's placement is not known (nothing is cached then) or another thread makes the map.
-const CommPeers *map_of(MPI_Comm comm, uint64_t key, uint64_t generation) {
+PeerClass class_in(const CommPeers *map, int peer) {
+  return map && size_t(peer) < map->by_rank.size() ? map->by_rank[size_t(peer)] : PeerClass::Unknown;
+}
+
+// The miss: the class from the registry's map of `comm`, made and kept now if nobody
+// made it. Unknown while the world's placement is not known (nothing is kept then).
+PeerClass class_on_miss(MPI_Comm comm, uint64_t key, uint64_t generation, int peer) {
   const std::vector<PeerClass> *world = g_world.load(std::memory_order_acquire);
-  if (!world) return nullptr;
+  if (!world) return PeerClass::Unknown;
   Registry &r = registry();
+  bool maker = false;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     auto made = r.maps.try_emplace(key);
-    if (!made.second) {
-      if (made.first->second) t_maps[slot(key)] = {key, generation, made.first->second.get()};
-      return made.first->second.get();
+    if (const CommPeers *kept = made.first->second.get()) {
+      t_maps[slot(key)] = {key, generation, kept};
+      return class_in(kept, peer);
     }
+    maker = made.second;
   }
   std::unique_ptr<CommPeers> map = build_map(comm, *world);
+  if (!maker) return class_in(map.get(), peer);  // another thread is making the one kept
   // The attribute, set once per communicator, only to hear of its free.
   const bool kept = map && map_keyval() != MPI_KEYVAL_INVALID &&
                     PMPI_Comm_set_attr(comm, map_keyval(), nullptr) == MPI_SUCCESS;
   std::lock_guard<std::mutex> lock(r.mutex);
   if (!kept) {
     r.maps.erase(key);
-    return nullptr;
+    return class_in(map.get(), peer);
   }
   const CommPeers *p = map.get();
   r.maps[key] = std::move(map);
   t_maps[slot(key)] = {key, generation, p};
-  return p;
+  return class_in(p, peer);
 }
 
 }  // namespace
@@ -207,8 +214,8 @@ PeerClass peer_class(MPI_Comm comm, int peer) {
   // Read before the map: a communicator freed after this read leaves its entry stale.
   const uint64_t generation = g_generation.load(std::memory_order_acquire);
   const CachedMap &e = t_maps[slot(key)];
-  const CommPeers *map = e.key == key && e.generation == generation ? e.map : map_of(comm, key, generation);
-  return map && size_t(peer) < map->by_rank.size() ? map->by_rank[size_t(peer)] : PeerClass::Unknown;
+  if (e.key == key && e.generation == generation) return class_in(e.map, peer);
+  return class_on_miss(comm, key, generation, peer);
 }
 
 }  // namespace tempi

@@ -7,6 +7,7 @@
 
 using namespace tempi;
 using tempi::testing::Link;
+using tempi::testing::placements_profile;
 using tempi::testing::SyntheticRates;
 using tempi::testing::synthetic_profile;
 
@@ -164,19 +165,6 @@ TEST_CASE("with a profile, auto takes the method the profile predicts fastest", 
 }
 
 namespace {
-// Measured between two GPUs of one node, with faster curves for the same GPU and slower
-// ones for another node: the device method is worth it on one GPU only.
-Profile placements_profile() {
-  SyntheticRates r;
-  r.pack_host = {10e-6, 50e9};
-  r.mpi_host = {2e-6, 20e9};
-  r.mpi_device = {20e-6, 5e9};  // SameNode: slower than one-shot through host memory
-  Profile p = synthetic_profile(r);
-  p.mpi_device.push_back({PeerClass::SameGpu, tempi::testing::curve_of({1e-6, 2e12})});
-  p.mpi_device.push_back({PeerClass::OtherNode, tempi::testing::curve_of({40e-6, 2e9})});
-  return p;
-}
-
 TransferQuery to(PeerClass peer, TransferQuery q) {
   q.peer = peer;
   return q;

@@ -87,6 +87,11 @@ std::optional<PeerClass> peer_class_from(const std::string &name) {
   return std::nullopt;
 }
 
+PeerClass classify_peer(bool same_node, const std::string &my_gpu, const std::string &peer_gpu) {
+  if (!same_node) return PeerClass::OtherNode;
+  return !my_gpu.empty() && my_gpu == peer_gpu ? PeerClass::SameGpu : PeerClass::SameNode;
+}
+
 const Curve *Profile::device_wire(PeerClass peer) const {
   for (const DeviceWire &w : mpi_device)
     if (w.peer == peer) return &w.time;

@@ -44,6 +44,10 @@ struct KernelTable {
 enum class PeerClass { Unknown, SameGpu, SameNode, OtherNode };
 const char *to_string(PeerClass p);
 std::optional<PeerClass> peer_class_from(const std::string &name);
+// Where a process runs relative to this one, from whether it shares this one's node and
+// both GPUs' identities (Backend::device_id(): a PCI bus id, empty without a GPU, so a
+// process without a GPU shares none).
+PeerClass classify_peer(bool same_node, const std::string &my_gpu, const std::string &peer_gpu);
 
 // The MPI library's time for a message between two GPU buffers, for one placement.
 struct DeviceWire {

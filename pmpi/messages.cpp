@@ -9,6 +9,7 @@
 #include "local_work.hpp"
 #include "forward.hpp"
 #include "log.hpp"
+#include "peers.hpp"
 #include "runtime.hpp"
 #include "validate.hpp"
 
@@ -100,7 +101,7 @@ int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive
   d.plan = info->plan->for_count(count);
   const Method requested = requested_method();
   log_downgrade_once(requested);
-  d.transfer = choose_transfer(requested, aware, describe_message(d.plan, batched), config());
+  d.transfer = choose_transfer(requested, aware, describe_message(d.plan, batched, peer_class(comm, peer)), config());
   // The device method on one contiguous run needs no packing: the MPI library reads the buffer.
   if (d.transfer.method == Method::Device && d.plan.contiguous()) {
     if (local_work().pending()) local_work().settle();

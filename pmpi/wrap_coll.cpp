@@ -1,18 +1,28 @@
 // The collectives that take buffers (collectives.hpp): thin wrappers. A blocking
 // collective first lets the engine post every deferred send (engine.hpp: it may wait for a
-// peer that waits for one of them); a nonblocking one never waits, so it only polls. Calls
+// peer that waits for one of them), and the first on MPI_COMM_WORLD learns where the
+// world's ranks run (peers.hpp); a nonblocking one never waits, so it only polls. Calls
 // without GPU data forward at once; the others go to the handlers, which pack GPU blocks,
 // run the same collective of the library once and unpack (or, for nonblocking calls,
 // track the request so that its completion unpacks).
 #include "collectives.hpp"
 #include "engine.hpp"
 #include "forward.hpp"
+#include "peers.hpp"
 #include "runtime.hpp"
 #include "zero_copy.hpp"
 
 using namespace tempi;
 
 namespace {
+
+// A blocking collective first posts the deferred sends, then, the first time on
+// MPI_COMM_WORLD, learns where the world's ranks run (peers.hpp: every rank makes this
+// call, and a blocking collective may synchronize).
+void before_blocking(MPI_Comm comm) {
+  flush_sends();
+  learn_peers_at_collective(comm);
+}
 
 bool ours(const void *a, const void *b = nullptr) { return active() && (gpu_data(a) || gpu_data(b)); }
 
@@ -37,7 +47,7 @@ bool library_judges(MPI_Comm comm, bool neighbourhood) {
 extern "C" {
 
 int TEMPI_WRAPPER(MPI_Bcast)(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours(buf)) return TEMPI_NEXT(MPI_Bcast)(buf, count, type, root, comm);
   return coll::bcast(buf, count, type, root, comm, nullptr);
 }
@@ -50,7 +60,7 @@ int TEMPI_WRAPPER(MPI_Ibcast)(void *buf, int count, MPI_Datatype type, int root,
 
 int TEMPI_WRAPPER(MPI_Gather)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                               MPI_Datatype rtype, int root, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Gather)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
   return coll::gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, nullptr);
 }
@@ -64,7 +74,7 @@ int TEMPI_WRAPPER(MPI_Igather)(const void *sbuf, int scount, MPI_Datatype stype,
 
 int TEMPI_WRAPPER(MPI_Gatherv)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
                                const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Gatherv)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
   return coll::gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, nullptr);
 }
@@ -79,7 +89,7 @@ int TEMPI_WRAPPER(MPI_Igatherv)(const void *sbuf, int scount, MPI_Datatype stype
 
 int TEMPI_WRAPPER(MPI_Scatter)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                MPI_Datatype rtype, int root, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Scatter)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
   return coll::scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, nullptr);
 }
@@ -93,7 +103,7 @@ int TEMPI_WRAPPER(MPI_Iscatter)(const void *sbuf, int scount, MPI_Datatype stype
 
 int TEMPI_WRAPPER(MPI_Scatterv)(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
                                 void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Scatterv)(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
   return coll::scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, nullptr);
 }
@@ -109,7 +119,7 @@ int TEMPI_WRAPPER(MPI_Iscatterv)(const void *sbuf, const int scounts[], const in
 
 int TEMPI_WRAPPER(MPI_Allgather)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                  MPI_Datatype rtype, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   return coll::allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, nullptr);
@@ -124,7 +134,7 @@ int TEMPI_WRAPPER(MPI_Iallgather)(const void *sbuf, int scount, MPI_Datatype sty
 
 int TEMPI_WRAPPER(MPI_Allgatherv)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
                                   const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Allgatherv)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
   return coll::allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, nullptr);
@@ -140,7 +150,7 @@ int TEMPI_WRAPPER(MPI_Iallgatherv)(const void *sbuf, int scount, MPI_Datatype st
 
 int TEMPI_WRAPPER(MPI_Alltoall)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                 MPI_Datatype rtype, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours_exchange(sbuf, rbuf, comm)) return TEMPI_NEXT(MPI_Alltoall)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   return coll::alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, nullptr);
 }
@@ -155,7 +165,7 @@ int TEMPI_WRAPPER(MPI_Ialltoall)(const void *sbuf, int scount, MPI_Datatype styp
 int TEMPI_WRAPPER(MPI_Alltoallv)(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
                                  void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                                  MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Alltoallv)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
   return coll::alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, nullptr);
@@ -173,7 +183,7 @@ int TEMPI_WRAPPER(MPI_Ialltoallv)(const void *sbuf, const int scounts[], const i
 int TEMPI_WRAPPER(MPI_Alltoallw)(const void *sbuf, const int scounts[], const int sdispls[],
                                  const MPI_Datatype stypes[], void *rbuf, const int rcounts[], const int rdispls[],
                                  const MPI_Datatype rtypes[], MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Alltoallw)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
   return coll::alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, nullptr);
@@ -190,7 +200,7 @@ int TEMPI_WRAPPER(MPI_Ialltoallw)(const void *sbuf, const int scounts[], const i
 
 int TEMPI_WRAPPER(MPI_Neighbor_allgather)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                           MPI_Datatype rtype, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Neighbor_allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   return coll::neighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, nullptr);
@@ -206,7 +216,7 @@ int TEMPI_WRAPPER(MPI_Ineighbor_allgather)(const void *sbuf, int scount, MPI_Dat
 
 int TEMPI_WRAPPER(MPI_Neighbor_allgatherv)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                                            const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Neighbor_allgatherv)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
   return coll::neighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, nullptr);
@@ -223,7 +233,7 @@ int TEMPI_WRAPPER(MPI_Ineighbor_allgatherv)(const void *sbuf, int scount, MPI_Da
 
 int TEMPI_WRAPPER(MPI_Neighbor_alltoall)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                          MPI_Datatype rtype, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Neighbor_alltoall)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   return coll::neighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, nullptr);
@@ -240,7 +250,7 @@ int TEMPI_WRAPPER(MPI_Ineighbor_alltoall)(const void *sbuf, int scount, MPI_Data
 int TEMPI_WRAPPER(MPI_Neighbor_alltoallv)(const void *sbuf, const int scounts[], const int sdispls[],
                                           MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
                                           MPI_Datatype rtype, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Neighbor_alltoallv)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
   return coll::neighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, nullptr);
@@ -259,7 +269,7 @@ int TEMPI_WRAPPER(MPI_Ineighbor_alltoallv)(const void *sbuf, const int scounts[]
 int TEMPI_WRAPPER(MPI_Neighbor_alltoallw)(const void *sbuf, const int scounts[], const MPI_Aint sdispls[],
                                           const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
                                           const MPI_Aint rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours_exchange(sbuf, rbuf, comm))
     return TEMPI_NEXT(MPI_Neighbor_alltoallw)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
   return coll::neighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, nullptr);
@@ -278,7 +288,7 @@ int TEMPI_WRAPPER(MPI_Ineighbor_alltoallw)(const void *sbuf, const int scounts[]
 
 int TEMPI_WRAPPER(MPI_Reduce)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                               MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Reduce)(sbuf, rbuf, count, type, op, root, comm);
   return coll::reduce(sbuf, rbuf, count, type, op, root, comm, nullptr);
 }
@@ -291,7 +301,7 @@ int TEMPI_WRAPPER(MPI_Ireduce)(const void *sbuf, void *rbuf, int count, MPI_Data
 }
 
 int TEMPI_WRAPPER(MPI_Allreduce)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Allreduce)(sbuf, rbuf, count, type, op, comm);
   return coll::allreduce(sbuf, rbuf, count, type, op, comm, nullptr);
 }
@@ -305,7 +315,7 @@ int TEMPI_WRAPPER(MPI_Iallreduce)(const void *sbuf, void *rbuf, int count, MPI_D
 
 int TEMPI_WRAPPER(MPI_Reduce_scatter)(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op,
                                       MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Reduce_scatter)(sbuf, rbuf, rcounts, type, op, comm);
   return coll::reduce_scatter(sbuf, rbuf, rcounts, type, op, comm, nullptr);
 }
@@ -319,7 +329,7 @@ int TEMPI_WRAPPER(MPI_Ireduce_scatter)(const void *sbuf, void *rbuf, const int r
 
 int TEMPI_WRAPPER(MPI_Reduce_scatter_block)(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op op,
                                             MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Reduce_scatter_block)(sbuf, rbuf, rcount, type, op, comm);
   return coll::reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm, nullptr);
 }
@@ -332,7 +342,7 @@ int TEMPI_WRAPPER(MPI_Ireduce_scatter_block)(const void *sbuf, void *rbuf, int r
 }
 
 int TEMPI_WRAPPER(MPI_Scan)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Scan)(sbuf, rbuf, count, type, op, comm);
   return coll::scan(sbuf, rbuf, count, type, op, comm, nullptr);
 }
@@ -345,7 +355,7 @@ int TEMPI_WRAPPER(MPI_Iscan)(const void *sbuf, void *rbuf, int count, MPI_Dataty
 }
 
 int TEMPI_WRAPPER(MPI_Exscan)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  flush_sends();
+  before_blocking(comm);
   if (!ours(sbuf, rbuf)) return TEMPI_NEXT(MPI_Exscan)(sbuf, rbuf, count, type, op, comm);
   return coll::exscan(sbuf, rbuf, count, type, op, comm, nullptr);
 }

@@ -193,12 +193,13 @@ int TEMPI_WRAPPER(MPI_Sendrecv_replace)(void *buf, int count, MPI_Datatype type,
   return first_error(err, finish_recv(in, *st, err));
 }
 
-// A matched message has no communicator argument: TEMPI's own errors go to MPI_COMM_WORLD.
+// A matched message has no communicator argument: TEMPI's own errors go to MPI_COMM_WORLD,
+// and its sender is not known here (the model takes it as any source: PeerClass::Unknown).
 int TEMPI_WRAPPER(MPI_Mrecv)(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Status *status) {
   if (!message) return TEMPI_NEXT(MPI_Mrecv)(buf, count, type, message, status);  // the library reports it
   flush_sends();
   Incoming in;
-  const int peer = *message == MPI_MESSAGE_NO_PROC ? MPI_PROC_NULL : 0;
+  const int peer = *message == MPI_MESSAGE_NO_PROC ? MPI_PROC_NULL : MPI_ANY_SOURCE;
   if (const int err = prepare_recv(buf, count, type, peer, MPI_COMM_WORLD, "MPI_Mrecv", in)) return err;
   if (in.after == Incoming::After::Nothing) return TEMPI_NEXT(MPI_Mrecv)(buf, count, type, message, status);
   MPI_Status local;
@@ -211,7 +212,7 @@ int TEMPI_WRAPPER(MPI_Imrecv)(void *buf, int count, MPI_Datatype type, MPI_Messa
   if (!message) return TEMPI_NEXT(MPI_Imrecv)(buf, count, type, message, request);  // the library reports it
   engine().poll();
   Incoming in;
-  const int peer = *message == MPI_MESSAGE_NO_PROC ? MPI_PROC_NULL : 0;
+  const int peer = *message == MPI_MESSAGE_NO_PROC ? MPI_PROC_NULL : MPI_ANY_SOURCE;
   if (const int err = prepare_recv(buf, count, type, peer, MPI_COMM_WORLD, "MPI_Imrecv", in, true)) return err;
   if (in.after == Incoming::After::Nothing) return TEMPI_NEXT(MPI_Imrecv)(buf, count, type, message, request);
   return track_recv(in, request, TEMPI_NEXT(MPI_Imrecv)(in.buf, in.count, in.type, message, request));

@@ -7,6 +7,7 @@
 
 using namespace tempi;
 using tempi::testing::Link;
+using tempi::testing::placements_profile;
 using tempi::testing::SyntheticRates;
 using tempi::testing::synthetic_profile;
 
@@ -163,6 +164,42 @@ TEST_CASE("with a profile, auto takes the method the profile predicts fastest", 
   }
 }
 
+namespace {
+TransferQuery to(PeerClass peer, TransferQuery q) {
+  q.peer = peer;
+  return q;
+}
+}  // namespace
+
+TEST_CASE("the peer's placement picks the library's device-buffer curve: the choice differs by peer",
+          "[method][model][peer]") {
+  const Profile p = placements_profile();
+  const TransferQuery q = rows(1 << 20, 512);
+  CHECK(auto_choice(p, true, to(PeerClass::SameGpu, q)) == Method::Device);
+  CHECK(auto_choice(p, true, to(PeerClass::SameNode, q)) != Method::Device);
+  CHECK(auto_choice(p, true, to(PeerClass::OtherNode, q)) != Method::Device);
+  // an unknown peer is predicted in the placement the profile was measured in
+  CHECK(auto_choice(p, true, to(PeerClass::Unknown, q)) == auto_choice(p, true, to(PeerClass::SameNode, q)));
+  const auto same_gpu = predict(p, Method::Device, to(PeerClass::SameGpu, q), Config());
+  const auto other_node = predict(p, Method::Device, to(PeerClass::OtherNode, q), Config());
+  REQUIRE(same_gpu);
+  REQUIRE(other_node);
+  CHECK(same_gpu->seconds < other_node->seconds);
+  // methods that do not hand GPU buffers to the library do not depend on the peer (the
+  // profile has one host curve)
+  for (Method m : {Method::OneShot, Method::Staged})
+    CHECK(predict(p, m, to(PeerClass::SameGpu, q), Config())->seconds ==
+          Approx(predict(p, m, to(PeerClass::OtherNode, q), Config())->seconds));
+  // describe_message carries the peer
+  Plan plan;
+  plan.pattern = {{0, 512, 0, 1}};
+  plan.pattern_size = 512;
+  plan.dims = {{2048, 1024}};
+  plan.extent = 1024 * 2048;
+  CHECK(describe_message(plan, false, PeerClass::OtherNode).peer == PeerClass::OtherNode);
+  CHECK(describe_message(plan, false).peer == PeerClass::Unknown);
+}
+
 TEST_CASE("the model pipelines a large staged message when kernel and copy overlap", "[method][model]") {
   SyntheticRates r;
   r.pack_host = {1e-6, 1e9};
@@ -245,4 +282,23 @@ TEST_CASE("the process's profile: decisions are cached and equal the model's", "
   // the collective form goes through the same profile
   CHECK(choose_transfer(Method::Auto, true, int64_t(1) << 20, false, c).method ==
         choose_transfer(Method::Auto, true, rows(1 << 20, kAssumedBlock), c, &p).method);
+}
+
+TEST_CASE("cached decisions are kept per peer class", "[method][model][peer]") {
+  ProfileChoice choice;
+  choice.profile = placements_profile();
+  choice.path = "/placements.json";
+  const Profile *p = install_profile(choice);
+  REQUIRE(p);
+  const Config c;
+  // The same message to peers in turn: a cache that ignored the peer would answer each
+  // with the decision for the one before.
+  for (int round = 0; round < 3; ++round)
+    for (int64_t bytes : {int64_t(64) << 10, int64_t(1) << 20, int64_t(8) << 20})
+      for (PeerClass peer : {PeerClass::SameGpu, PeerClass::SameNode, PeerClass::OtherNode, PeerClass::Unknown}) {
+        const TransferQuery q = to(peer, rows(bytes, 512));
+        CHECK(choose_transfer(Method::Auto, true, q, c).method == choose_transfer(Method::Auto, true, q, c, p).method);
+      }
+  CHECK(choose_transfer(Method::Auto, true, to(PeerClass::SameGpu, rows(1 << 20, 512)), c).method == Method::Device);
+  CHECK(choose_transfer(Method::Auto, true, to(PeerClass::SameNode, rows(1 << 20, 512)), c).method != Method::Device);
 }

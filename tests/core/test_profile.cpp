@@ -134,6 +134,37 @@ TEST_CASE("bad profiles are refused with a message that says why", "[profile]") 
   }
 }
 
+TEST_CASE("a peer runs on another node, on this GPU, or elsewhere on this node", "[profile][peer]") {
+  CHECK(classify_peer(false, "0000:41:00.0", "0000:41:00.0") == PeerClass::OtherNode);  // ids are per node
+  CHECK(classify_peer(true, "0000:41:00.0", "0000:41:00.0") == PeerClass::SameGpu);
+  CHECK(classify_peer(true, "0000:41:00.0", "0000:42:00.0") == PeerClass::SameNode);
+  // a process without a GPU shares none, not even with another one without
+  CHECK(classify_peer(true, "", "") == PeerClass::SameNode);
+  CHECK(classify_peer(true, "0000:41:00.0", "") == PeerClass::SameNode);
+  CHECK(classify_peer(true, "", "0000:41:00.0") == PeerClass::SameNode);
+}
+
+TEST_CASE("each placement has its own device-buffer curve, others the measured one", "[profile][peer]") {
+  Profile p = synthetic_profile();  // measured on one node (SameNode)
+  p.mpi_device.push_back({PeerClass::SameGpu, tempi::testing::curve_of({1e-6, 900e9})});
+  p.mpi_device.push_back({PeerClass::OtherNode, tempi::testing::curve_of({30e-6, 10e9})});
+  std::string error;
+  const std::optional<Profile> back = parse_profile(write_profile(p), error);
+  REQUIRE(back);
+  REQUIRE(back->mpi_device.size() == 3);
+  for (PeerClass peer : {PeerClass::SameGpu, PeerClass::SameNode, PeerClass::OtherNode}) {
+    const Curve *w = back->device_wire(peer);
+    REQUIRE(w);
+    CHECK(w->at(1 << 20) == Approx(p.device_wire(peer)->at(1 << 20)));
+  }
+  CHECK(back->device_wire(PeerClass::SameGpu)->at(1 << 20) < back->device_wire(PeerClass::SameNode)->at(1 << 20));
+  CHECK(back->device_wire(PeerClass::OtherNode)->at(1 << 20) > back->device_wire(PeerClass::SameNode)->at(1 << 20));
+  // an unknown peer: the placement the profile was measured in (its first curve)
+  CHECK(back->device_wire(PeerClass::Unknown) == &back->mpi_device.front().time);
+  Profile one = synthetic_profile();
+  CHECK(one.device_wire(PeerClass::OtherNode) == &one.mpi_device.front().time);
+}
+
 TEST_CASE("curves interpolate between measured sizes and extrapolate at the last rate", "[profile]") {
   Curve c;
   c.bytes = {1000, 10000, 100000};

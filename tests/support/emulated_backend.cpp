@@ -291,6 +291,11 @@ bool injected(EmulatedFault kind) {
 
 // ---- The backend ---------------------------------------------------------------------
 
+// The GPU's identity: "emulated:0", unless a test places this process on another "GPU" of
+// the host (tests/pmpi/test_peers.cpp: peers on one GPU and on another GPU of the node).
+std::mutex g_identity_mutex;
+std::string g_identity = "emulated:0";
+
 class EmulatedBackend final : public Backend {
  public:
   // Each live application allocation holds a descriptor (its memory file, for IPC): allow
@@ -415,7 +420,10 @@ class EmulatedBackend final : public Backend {
     return Status::Ok;
   }
 
-  std::string device_id() override { return "emulated:0"; }
+  std::string device_id() override {
+    std::lock_guard<std::mutex> lock(g_identity_mutex);
+    return g_identity;
+  }
   bool mps_enabled() override { return false; }
   uint64_t synchronizations() override { return syncs_.load(std::memory_order_relaxed); }
   // The emulated GPU has no stream of the application's: its work is all TEMPI's.
@@ -719,5 +727,10 @@ Backend &gpu_backend() {
 void emulated_device_synchronize() { drain_all_streams(); }
 
 void emulated_fail_nth(EmulatedFault kind, int n) { g_fail_in[int(kind)].store(n, std::memory_order_relaxed); }
+
+void emulated_set_device_id(const std::string &id) {
+  std::lock_guard<std::mutex> lock(g_identity_mutex);
+  g_identity = id;
+}
 
 }  // namespace tempi

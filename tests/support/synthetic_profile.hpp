@@ -60,4 +60,18 @@ inline Profile synthetic_profile(const SyntheticRates &r = {}) {
   return p;
 }
 
+// Measured between two GPUs of one node, with a faster device-buffer curve for the same
+// GPU and a slower one for another node: for 1 MiB in rows of 512 bytes, the device
+// method is the fastest on one GPU only.
+inline Profile placements_profile() {
+  SyntheticRates r;
+  r.pack_host = {10e-6, 50e9};
+  r.mpi_host = {2e-6, 20e9};
+  r.mpi_device = {20e-6, 5e9};  // SameNode: slower than one-shot through host memory
+  Profile p = synthetic_profile(r);
+  p.mpi_device.push_back({PeerClass::SameGpu, curve_of({1e-6, 2e12})});
+  p.mpi_device.push_back({PeerClass::OtherNode, curve_of({40e-6, 2e9})});
+  return p;
+}
+
 }  // namespace tempi::testing

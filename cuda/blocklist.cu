@@ -24,13 +24,11 @@ namespace tempi {
 
 namespace {
 
-// Three blocks of 256 threads per multiprocessor: at most 85 registers a thread, which
-// the general path of a group needs (at 64 it spills).
 constexpr int kThreads = 256;
-// Consecutive windows per lane and step: their loads are all issued before the first
-// store, and a lane realigns across its own chunks (kGroup + 1 loads for kGroup windows).
-constexpr int kGroup = 4;
-constexpr int64_t kWarpStep = 32 * kGroup;  // windows a warp moves per step
+// Windows per lane and step of a warp (32 consecutive windows each): their loads are
+// all issued before the first use.
+constexpr int kSteps = 2;
+constexpr int64_t kWarpStep = 32 * kSteps;  // windows a warp moves per step
 
 // Index entries per pattern at most: the index stays a small fraction of the runs.
 constexpr int64_t kMaxIndexEntries = int64_t(1) << 20;
@@ -151,26 +149,70 @@ struct Launch {
   int64_t stream0, nwin, per_warp;
 };
 
-// A lane's group of kGroup consecutive windows, from window `g` of the launch.
-struct Group {
-  int64_t ws;   // stream position of its first byte (window g's start)
-  int64_t n;    // windows of the group in the warp's share
-  bool whole;   // all kGroup windows in the share and in [first, last)
+// Window `w` of a launch as one lane sees it: its stream position, the bytes of it in
+// [first, last) and in the warp's share (as offsets into it), and the block under it.
+struct Slot {
+  int64_t ws;
+  int e0, e1;
+  bool one;         // the window's bytes lie in one block
+  Piece p;          // the piece at ws + e0
+  uint64_t t0, at;  // typed address of window byte 0, and the aligned chunk that holds it
+  unsigned shift;   // t0 - at
 };
 
-__device__ __forceinline__ Group group_at(const BlockListArgs &a, const Launch &l, int64_t g, int64_t end) {
-  Group gr;
-  gr.ws = l.stream0 + g * kWindow;
-  gr.n = min(int64_t(kGroup), end - g);
-  gr.whole = gr.n == kGroup && gr.ws >= a.first && gr.ws + kGroup * kWindow <= a.last;
-  return gr;
+template <bool Wide>
+__device__ __forceinline__ Slot slot_at(const BlockListArgs &a, const Launch &l, Cursor &c, int64_t w, int64_t end) {
+  Slot s;
+  s.ws = l.stream0 + w * kWindow;
+  s.e0 = clamp16(a.first - s.ws);
+  s.e1 = w < end ? clamp16(a.last - s.ws) : 0;
+  s.one = false;
+  if (s.e0 < s.e1) {
+    s.p = locate<Wide>(a, c, s.ws + s.e0);
+    s.one = s.p.hi - s.p.typed >= s.e1 - s.e0;
+    s.t0 = l.typed + s.p.typed - s.e0;
+    s.at = s.t0 & ~uint64_t(kWindow - 1);
+    s.shift = unsigned(s.t0 - s.at);
+  }
+  return s;
 }
 
-// Stream bytes [e0, e1) of window k of a group, as offsets into the window.
-__device__ __forceinline__ void window_bytes(const BlockListArgs &a, const Group &gr, int k, int &e0, int &e1) {
-  const int64_t ws = gr.ws + k * kWindow;
-  e0 = clamp16(a.first - ws);
-  e1 = k < gr.n ? clamp16(a.last - ws) : 0;
+// The typed chunk at s.at + 16 * k, reading only bytes of the slot's block.
+__device__ __forceinline__ uint4 block_chunk(const Slot &s, const Launch &l, int k) {
+  const uint64_t at = s.at + k * kWindow;
+  return load_chunk(at, clamp16(int64_t(l.typed + s.p.lo - at)), clamp16(int64_t(l.typed + s.p.hi - at)));
+}
+
+// What a lane tells its neighbours about its window `w` when the window is whole and in
+// one block: the block (its typed address) and where window 0 would lie if the block
+// went on (t0 - 16 w). Neighbours with equal tags hold typed-contiguous windows of one
+// block, so a chunk between them is theirs alone; equal blocks alone would not say it,
+// since a type may repeat a block.
+struct Tag {
+  unsigned long long block, origin;
+};
+
+__device__ __forceinline__ Tag tag_of(const Slot &s, const Launch &l, int64_t w) {
+  if (!s.one || s.e0 != 0 || s.e1 != kWindow) return {0, 0};
+  return {(unsigned long long)(l.typed + s.p.lo), (unsigned long long)(s.t0 - uint64_t(w) * kWindow)};
+}
+
+__device__ __forceinline__ bool same(const Tag &a, const Tag &b) {
+  return a.block && a.block == b.block && a.origin == b.origin;
+}
+
+// Shuffles, by every lane of the warp (never inside a branch that lanes take apart).
+__device__ __forceinline__ Tag shfl_down(const Tag &t) {
+  return {__shfl_down_sync(~0u, t.block, 1), __shfl_down_sync(~0u, t.origin, 1)};
+}
+
+__device__ __forceinline__ Tag shfl_up(const Tag &t) {
+  return {__shfl_up_sync(~0u, t.block, 1), __shfl_up_sync(~0u, t.origin, 1)};
+}
+
+__device__ __forceinline__ uint4 shfl_down(uint4 v) {
+  return make_uint4(__shfl_down_sync(~0u, v.x, 1), __shfl_down_sync(~0u, v.y, 1), __shfl_down_sync(~0u, v.z, 1),
+                    __shfl_down_sync(~0u, v.w, 1));
 }
 
 // Bytes [e0, e1) of the window at stream position `ws`, gathered block by block; `p`
@@ -200,106 +242,90 @@ __device__ void disperse(const BlockListArgs &a, Cursor &c, Piece p, uint64_t ty
   }
 }
 
-// Pack. Each lane moves groups of kGroup consecutive windows. A group inside one block
-// (the common case for blocks of 64 bytes and more) reads the kGroup + 1 aligned typed
-// chunks under it, the inner ones without any check, and realigns each window from two
-// of them; other groups go window by window.
+// Pack. Lane l of a warp takes windows base + 32u + l (u < kSteps): each step of the
+// warp is 512 contiguous packed bytes, stored as whole aligned words. A lane loads the
+// aligned typed chunk under the start of its window; the chunk under its end is the next
+// lane's, taken with a shuffle where that lane's window continues the same block, so
+// that a long block costs one coalesced 16-byte load and one store per window. Lanes
+// at the ends of blocks load the rest themselves, only from bytes of their block.
 template <bool Wide>
 __global__ void __launch_bounds__(kThreads, 3) gather(const BlockListArgs a, const Launch l) {
+  const int lane = int(threadIdx.x % 32);
   const int64_t warp = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32;
   const int64_t end = min(l.nwin, (warp + 1) * l.per_warp);
   Cursor c;
-  for (int64_t g = warp * l.per_warp + (threadIdx.x % 32) * kGroup; g < end; g += kWarpStep) {
-    const Group gr = group_at(a, l, g, end);
-    const uint64_t out = l.window0 + g * kWindow;
-    if (gr.whole) {
-      const Piece p = locate<Wide>(a, c, gr.ws);
-      if (p.hi - p.typed >= kGroup * kWindow) {
-        const uint64_t t0 = l.typed + p.typed, at = t0 & ~uint64_t(kWindow - 1);
-        const unsigned s = unsigned(t0 - at);
-        const int64_t lo = int64_t(l.typed + p.lo - at), hi = int64_t(l.typed + p.hi - at);
-        uint4 ch[kGroup + 1];
-        ch[0] = load_chunk(at, clamp16(lo), clamp16(hi));
+  for (int64_t base = warp * l.per_warp; base < end; base += kWarpStep) {
+    Slot s[kSteps];
+    uint4 c0[kSteps];
 #pragma unroll
-        for (int k = 1; k < kGroup; ++k) ch[k] = *reinterpret_cast<const uint4 *>(at + k * kWindow);
-        ch[kGroup] = s ? load_chunk(at + kGroup * kWindow, clamp16(lo - kGroup * kWindow), clamp16(hi - kGroup * kWindow))
-                       : make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int k = 0; k < kGroup; ++k)
-          *reinterpret_cast<uint4 *>(out + k * kWindow) = s ? realign(ch[k], ch[k + 1], s) : ch[k];
-        continue;
-      }
-    }
-    // Window by window; windows inside one block are realigned after every load is issued.
-    Raw raw[kGroup];
-    int e0[kGroup], e1[kGroup];
-#pragma unroll
-    for (int k = 0; k < kGroup; ++k) {
-      window_bytes(a, gr, k, e0[k], e1[k]);
-      if (e0[k] >= e1[k]) continue;
-      const int64_t ws = gr.ws + k * kWindow;
-      const Piece p = locate<Wide>(a, c, ws + e0[k]);
-      if (p.hi - p.typed >= e1[k] - e0[k]) {
-        raw[k] = load_window(l.typed + p.typed - e0[k], l.typed + p.lo, l.typed + p.hi);
-      } else {
-        raw[k].c0 = assemble<Wide>(a, c, p, l.typed, ws, e0[k], e1[k]);
-        raw[k].shift = 0;
-      }
+    for (int u = 0; u < kSteps; ++u) {  // every load of the step issued before any use
+      s[u] = slot_at<Wide>(a, l, c, base + 32 * u + lane, end);
+      c0[u] = make_uint4(0, 0, 0, 0);
+      if (s[u].one)
+        c0[u] = block_chunk(s[u], l, 0);
+      else if (s[u].e0 < s[u].e1)
+        c0[u] = assemble<Wide>(a, c, s[u].p, l.typed, s[u].ws, s[u].e0, s[u].e1);
     }
 #pragma unroll
-    for (int k = 0; k < kGroup; ++k)
-      if (e0[k] < e1[k]) store_chunk(out + k * kWindow, aligned(raw[k]), e0[k], e1[k]);
+    for (int u = 0; u < kSteps; ++u) {
+      const Tag tag = tag_of(s[u], l, base + 32 * u + lane);
+      const Tag next_tag = shfl_down(tag);
+      const uint4 next = shfl_down(c0[u]);
+      const bool next_same = lane < 31 && same(tag, next_tag);
+      if (s[u].e0 >= s[u].e1) continue;
+      uint4 v = c0[u];
+      if (s[u].one && s[u].shift) v = realign(c0[u], next_same ? next : block_chunk(s[u], l, 1), s[u].shift);
+      store_chunk(l.window0 + (base + 32 * u + lane) * kWindow, v, s[u].e0, s[u].e1);
+    }
   }
 }
 
-// Unpack, the mirror image: a group inside one block writes the aligned typed chunks
-// under it, the inner ones whole and the two at its ends in part.
+// Unpack, the mirror image: the typed chunk between two lanes' windows of one block is
+// written whole by the first of them (its window's end, the next lane's start, taken
+// with a shuffle), so that every typed chunk inside a block is written once, whole; a
+// chunk at a block's end is written in part, by the lane whose window reaches it.
 template <bool Wide>
 __global__ void __launch_bounds__(kThreads, 3) scatter(const BlockListArgs a, const Launch l) {
+  const int lane = int(threadIdx.x % 32);
   const int64_t warp = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32;
   const int64_t end = min(l.nwin, (warp + 1) * l.per_warp);
   Cursor c;
-  for (int64_t g = warp * l.per_warp + (threadIdx.x % 32) * kGroup; g < end; g += kWarpStep) {
-    const Group gr = group_at(a, l, g, end);
-    const uint64_t in = l.window0 + g * kWindow;
-    uint4 v[kGroup];
-    int e0[kGroup], e1[kGroup];
+  for (int64_t base = warp * l.per_warp; base < end; base += kWarpStep) {
+    uint4 v[kSteps];
+    int e0[kSteps], e1[kSteps];
 #pragma unroll
-    for (int k = 0; k < kGroup; ++k) {
-      window_bytes(a, gr, k, e0[k], e1[k]);
-      if (gr.whole)
-        v[k] = *reinterpret_cast<const uint4 *>(in + k * kWindow);
-      else if (e0[k] < e1[k])
-        v[k] = load_chunk(in + k * kWindow, e0[k], e1[k]);
+    for (int u = 0; u < kSteps; ++u) {  // the packed loads first
+      const int64_t w = base + 32 * u + lane, ws = l.stream0 + w * kWindow;
+      e0[u] = clamp16(a.first - ws);
+      e1[u] = w < end ? clamp16(a.last - ws) : 0;
+      v[u] = e0[u] < e1[u] ? load_chunk(l.window0 + w * kWindow, e0[u], e1[u]) : make_uint4(0, 0, 0, 0);
     }
-    if (gr.whole) {
-      const Piece p = locate<Wide>(a, c, gr.ws);
-      if (p.hi - p.typed >= kGroup * kWindow) {
-        const uint64_t t0 = l.typed + p.typed, at = t0 & ~uint64_t(kWindow - 1);
-        const int s = int(t0 - at);
-        if (s == 0) {
 #pragma unroll
-          for (int k = 0; k < kGroup; ++k) *reinterpret_cast<uint4 *>(at + k * kWindow) = v[k];
-        } else {
-          const uint4 zero = make_uint4(0, 0, 0, 0);
-          const unsigned r = unsigned(kWindow - s);
-          store_chunk(at, realign(zero, v[0], r), s, kWindow);
-#pragma unroll
-          for (int k = 1; k < kGroup; ++k) *reinterpret_cast<uint4 *>(at + k * kWindow) = realign(v[k - 1], v[k], r);
-          store_chunk(at + kGroup * kWindow, realign(v[kGroup - 1], zero, r), 0, s);
-        }
+    for (int u = 0; u < kSteps; ++u) {
+      const Slot s = slot_at<Wide>(a, l, c, base + 32 * u + lane, end);
+      const Tag tag = tag_of(s, l, base + 32 * u + lane);
+      const Tag next_tag = shfl_down(tag), prev_tag = shfl_up(tag);
+      const uint4 next = shfl_down(v[u]);
+      const bool next_same = lane < 31 && same(tag, next_tag);
+      const bool prev_same = lane > 0 && same(tag, prev_tag);
+      if (s.e0 >= s.e1) continue;
+      if (!s.one) {
+        disperse<Wide>(a, c, s.p, l.typed, s.ws, s.e0, s.e1, v[u]);
         continue;
       }
-    }
-#pragma unroll
-    for (int k = 0; k < kGroup; ++k) {
-      if (e0[k] >= e1[k]) continue;
-      const int64_t ws = gr.ws + k * kWindow;
-      const Piece p = locate<Wide>(a, c, ws + e0[k]);
-      if (p.hi - p.typed >= e1[k] - e0[k])
-        store_window(v[k], l.typed + p.typed - e0[k], e0[k], e1[k]);
+      if (s.shift == 0) {
+        store_chunk(s.at, v[u], s.e0, s.e1);
+        continue;
+      }
+      const unsigned r = unsigned(kWindow) - s.shift;
+      const uint4 zero = make_uint4(0, 0, 0, 0);
+      if (!prev_same)  // else the previous lane writes this chunk whole
+        store_chunk(s.at, realign(zero, v[u], r), int(s.shift) + s.e0, min(int(s.shift) + s.e1, kWindow));
+      if (next_same)
+        *reinterpret_cast<uint4 *>(s.at + kWindow) = realign(v[u], next, r);
       else
-        disperse<Wide>(a, c, p, l.typed, ws, e0[k], e1[k], v[k]);
+        store_chunk(s.at + kWindow, realign(v[u], zero, r), max(int(s.shift) + s.e0 - kWindow, 0),
+                    int(s.shift) + s.e1 - kWindow);
     }
   }
 }

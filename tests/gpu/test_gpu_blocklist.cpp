@@ -290,6 +290,15 @@ TEST_CASE("indexed types of vectors", "[gpu][blocklist]") {
     for (int64_t count : {1, 5, 3000}) check_plan(planned(d, count), rng, 3);
 }
 
+TEST_CASE("repeated and overlapping blocks", "[gpu][blocklist]") {
+  // Packing reads such bytes twice; unpacking the packed bytes writes equal values twice.
+  std::mt19937_64 rng(17);
+  for (const TypeDesc &d : {desc::indexed_block(1, {7, 7, 1, 3}, desc::named(16)),
+                            desc::hindexed({40, 40, 100}, {3, 3, 20}, B1),
+                            desc::indexed({2, 3}, {0, 1}, desc::vector(4, 2, 3, B4))})
+    for (int64_t count : {1, 3}) check_plan(planned(d, count), rng, 3);
+}
+
 TEST_CASE("one contiguous run goes to the copy engine, byte ranges too", "[gpu][blocklist]") {
   std::mt19937_64 rng(11);
   for (const TypeDesc &d : {desc::contiguous(1000, B1), desc::vector(64, 512, 512, B1),

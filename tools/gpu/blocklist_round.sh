@@ -7,7 +7,10 @@
 # check), and Nsight Compute's DRAM figures for the block-list kernels of a few rows. Each step gets what is left of a 570 s
 # budget (one call of the device tool), the important ones first. Tables and CSV go to
 # $OUT (or ./gpu-out), the logs into $OUT/blocklist-logs.tgz.
-#   bash tools/gpu/blocklist_round.sh        (env: STRIDED=quick|full|0, NCU_ROWS="name ...")
+#   bash tools/gpu/blocklist_round.sh        (env: STRIDED=quick|full|0, NCU_ROWS="name ...",
+#     VARIANTS="name=sed-script|...": also builds a copy of the tree whose cuda/blocklist.cu
+#     the sed script edits, and runs the block-list test and table with it, e.g.
+#     VARIANTS='steps1=s/kSteps = 2;/kSteps = 1;/')
 set -uo pipefail
 top=${OUT:-gpu-out}
 logs=$top/blocklist-logs
@@ -72,6 +75,32 @@ if [ "$opt" != skip ]; then
   step 200 $b/tools/bench_pack --rows strided $opt --csv "$top/bench_pack-strided.csv" > "$logs/bench-strided.txt" 2>&1
   echo "exit $? ($(grep -c . "$top/bench_pack-strided.csv") lines of CSV)"
 fi
+
+echo "--- test_gpu_pack"
+step 200 $b/tests/gpu/test_gpu_pack "~[large]" > "$logs/test_gpu_pack.log" 2>&1
+echo "exit $?"; grep -E "test cases|FAILED" "$logs/test_gpu_pack.log" | head -5
+
+echo "--- compute-sanitizer memcheck, test_gpu_blocklist"
+step 200 compute-sanitizer --tool memcheck --error-exitcode 9 $b/tests/gpu/test_gpu_blocklist "~[large]" \
+  > "$logs/sanitizer-blocklist.log" 2>&1
+echo "exit $?"; grep -E "ERROR SUMMARY|test cases|FAILED" "$logs/sanitizer-blocklist.log" | head -5
+
+IFS='|' read -ra variants <<< "${VARIANTS:-}"
+for v in "${variants[@]}"; do
+  name=${v%%=*}
+  echo "--- variant $name: ${v#*=}"
+  vt=/tmp/variant-$name
+  rm -rf $vt && mkdir -p $vt && tar --exclude='./build-*' --exclude=./.gpu-host -cf - . | tar -xf - -C $vt
+  sed -i "${v#*=}" $vt/cuda/blocklist.cu
+  (cd $vt && meson setup $b -Dmpi=mpich -Dgpu_arch=90 -Dmpiexec="$launcher" > /dev/null 2>&1 &&
+    step 200 ninja -C $b tests/gpu/test_gpu_blocklist tools/bench_pack > "$logs/build-$name.log" 2>&1) ||
+    { grep -A5 error "$logs/build-$name.log" | head -20; continue; }
+  step 120 $vt/$b/tests/gpu/test_gpu_blocklist "~[large]" > "$logs/test-$name.log" 2>&1
+  echo "test exit $?"; grep -E "test cases|FAILED" "$logs/test-$name.log" | head -3
+  step 120 $vt/$b/tools/bench_pack --rows blocklist --blocklist-csv "$top/bench_pack-blocklist-$name.csv" \
+    > "$logs/bench-blocklist-$name.txt" 2>&1
+  echo "bench exit $?"; grep -A20 "^object  " "$logs/bench-blocklist-$name.txt"
+done
 
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__registers_per_thread
 for row in ${NCU_ROWS:-irregular-64B lower-triangle-4000 varying}; do

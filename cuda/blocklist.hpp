@@ -29,6 +29,7 @@ struct BlockListTable {
   const uint32_t *run_at = nullptr;  // ((pattern_size - 1) >> shift) + 2 entries
   int64_t nruns = 0;
   int shift = 0;
+  int64_t mean_block = 0;  // bytes per block, on average (picks the pack kernel)
 };
 
 // The host image of a table, laid out as one allocation: starts, runs, run_at.
@@ -37,6 +38,7 @@ struct BlockListImage {
   std::vector<BlockRun> runs;
   std::vector<uint32_t> run_at;
   int shift = 0;
+  int64_t mean_block = 0;
   size_t bytes() const;
   // Copies the three arrays into `host` (bytes() long) and points `t` at them as
   // they will lie at `device` once `host` is copied there.

@@ -477,12 +477,14 @@ int typed(int n, const int counts[], const Disp displs[], const MPI_Datatype typ
 // Zero-copy needs per-peer counts (a zero-copy pair's count becomes 0 at both ends of the
 // library's call), which the calls with one count for every peer cannot express. On a
 // communicator where zero-copy takes part (zero_copy_participates: the same answer at
-// every rank), their blocking, not-in-place forms run as the v-variant with equal counts
-// at every rank alike (MPI_IN_PLACE and blocking are the same at every rank by the
-// standard), so the library still sees one collective.
-bool as_varying(MPI_Comm comm, bool in_place, MPI_Request *request) {
-  return !request && !in_place && zero_copy_participates(comm);
+// every rank), their blocking and persistent, not-in-place forms run as the v-variant with
+// equal counts at every rank alike (MPI_IN_PLACE, blocking and persistent are the same at
+// every rank by the standard), so the library still sees one collective. Nonblocking
+// forms cannot take part in zero-copy (docs/using.md) and stay as they are.
+bool as_varying(MPI_Comm comm, bool in_place, const Issue &how) {
+  return (!how.request || how.persistent) && !in_place && zero_copy_participates(comm);
 }
+
 
 // `n` equal blocks of `count` elements of `type` as per-peer arrays: block i at i * count
 // extents, or every block at 0 (`at_zero`: one send block for every peer, as in the
@@ -510,6 +512,21 @@ int per_peer(int n, int count, MPI_Datatype type, bool at_zero, MPI_Comm comm, c
   out.displs.resize(size_t(std::max(n, 0)));
   for (int i = 0; i < n; ++i) out.displs[size_t(i)] = at_zero ? 0 : i * per_block;
   return MPI_SUCCESS;
+}
+
+// The per-peer arrays of a one-count call run as its v-variant: a persistent init keeps
+// them with its request (its library call at every start reads them), a blocking call
+// drops them on return.
+struct Varying {
+  PerPeer s, r;
+};
+Issue varying_issue(const Issue &how, std::shared_ptr<const Varying> arrays) {
+  if (!how.persistent) return Issue(nullptr);
+  how.init->arrays = std::move(arrays);
+  return how;
+}
+const char *varying_name(const Issue &how, const char *blocking, const char *init) {
+  return how.persistent ? init : blocking;
 }
 
 // ---- what the library gets ---------------------------------------------------------------
@@ -682,6 +699,7 @@ int conclude(std::shared_ptr<CollectiveOp> op, int err, const Issue &how) {
     persistent->comm = op->comm;
     persistent->restart = std::move(how.init->restart);
     persistent->zero_copy = std::move(how.init->zero_copy);
+    persistent->arrays = std::move(how.init->arrays);
     if (const int e = persistent_handle(op->comm, op->call, how.request)) return e;
     how.init->made = true;
     p->persistent = std::move(persistent);
@@ -888,12 +906,13 @@ int allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int 
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
   const bool in_place = sbuf == MPI_IN_PLACE;
-  if (!g.inter && as_varying(comm, in_place, request)) {
-    PerPeer s, r;
-    if (const int err = per_peer(g.size, scount, stype, true, comm, "MPI_Allgather", s)) return err;
-    if (const int err = per_peer(g.size, rcount, rtype, false, comm, "MPI_Allgather", r)) return err;
-    return alltoallv_as("MPI_Allgather", sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, r.counts.data(),
-                        r.displs.data(), r.type, comm, nullptr);
+  if (!g.inter && as_varying(comm, in_place, how)) {
+    auto v = std::make_shared<Varying>();
+    const char *name = varying_name(how, "MPI_Allgather", "MPI_Allgather_init");
+    if (const int err = per_peer(g.size, scount, stype, true, comm, name, v->s)) return err;
+    if (const int err = per_peer(g.size, rcount, rtype, false, comm, name, v->r)) return err;
+    return alltoallv_as(name, sbuf, v->s.counts.data(), v->s.displs.data(), v->s.type, rbuf, v->r.counts.data(),
+                        v->r.displs.data(), v->r.type, comm, varying_issue(how, v));
   }
   auto op = new_op("MPI_Allgather", "MPI_Iallgather", comm, how);
   if (!in_place && gpu_data(sbuf))
@@ -925,13 +944,14 @@ int allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, con
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
   const bool in_place = sbuf == MPI_IN_PLACE;
-  if (!g.inter && as_varying(comm, in_place, request)) {
+  if (!g.inter && as_varying(comm, in_place, how)) {
+    const char *name = varying_name(how, "MPI_Allgatherv", "MPI_Allgatherv_init");
     if (g.size > 0 && (!rcounts || !displs))
-      return null_array(comm, "MPI_Allgatherv", !rcounts ? "the counts array" : "the displacements array");
-    PerPeer s;
-    if (const int err = per_peer(g.size, scount, stype, true, comm, "MPI_Allgatherv", s)) return err;
-    return alltoallv_as("MPI_Allgatherv", sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, rcounts, displs,
-                        rtype, comm, nullptr);
+      return null_array(comm, name, !rcounts ? "the counts array" : "the displacements array");
+    auto v = std::make_shared<Varying>();
+    if (const int err = per_peer(g.size, scount, stype, true, comm, name, v->s)) return err;
+    return alltoallv_as(name, sbuf, v->s.counts.data(), v->s.displs.data(), v->s.type, rbuf, rcounts, displs, rtype,
+                        comm, varying_issue(how, v));
   }
   auto op = new_op("MPI_Allgatherv", "MPI_Iallgatherv", comm, how);
   if (!in_place && gpu_data(sbuf))
@@ -968,12 +988,13 @@ int alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int r
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
   const bool in_place = sbuf == MPI_IN_PLACE;
-  if (!g.inter && as_varying(comm, in_place, request)) {
-    PerPeer s, r;
-    if (const int err = per_peer(g.size, scount, stype, false, comm, "MPI_Alltoall", s)) return err;
-    if (const int err = per_peer(g.size, rcount, rtype, false, comm, "MPI_Alltoall", r)) return err;
-    return alltoallv_as("MPI_Alltoall", sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, r.counts.data(),
-                        r.displs.data(), r.type, comm, nullptr);
+  if (!g.inter && as_varying(comm, in_place, how)) {
+    auto v = std::make_shared<Varying>();
+    const char *name = varying_name(how, "MPI_Alltoall", "MPI_Alltoall_init");
+    if (const int err = per_peer(g.size, scount, stype, false, comm, name, v->s)) return err;
+    if (const int err = per_peer(g.size, rcount, rtype, false, comm, name, v->r)) return err;
+    return alltoallv_as(name, sbuf, v->s.counts.data(), v->s.displs.data(), v->s.type, rbuf, v->r.counts.data(),
+                        v->r.displs.data(), v->r.type, comm, varying_issue(how, v));
   }
   auto op = new_op("MPI_Alltoall", "MPI_Ialltoall", comm, how);
   if (!in_place && gpu_data(sbuf))
@@ -1147,13 +1168,13 @@ int neighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
   };
   std::vector<int> sources, dests;
   if (!neighbourhood(comm, sources, dests)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  if (as_varying(comm, false, request)) {
-    const char *name = "MPI_Neighbor_allgather";
-    PerPeer s, r;
-    if (const int err = per_peer(int(dests.size()), scount, stype, true, comm, name, s)) return err;
-    if (const int err = per_peer(int(sources.size()), rcount, rtype, false, comm, name, r)) return err;
-    return neighbor_alltoallv_as(name, sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, r.counts.data(),
-                                 r.displs.data(), r.type, comm, nullptr);
+  if (as_varying(comm, false, how)) {
+    const char *name = varying_name(how, "MPI_Neighbor_allgather", "MPI_Neighbor_allgather_init");
+    auto v = std::make_shared<Varying>();
+    if (const int err = per_peer(int(dests.size()), scount, stype, true, comm, name, v->s)) return err;
+    if (const int err = per_peer(int(sources.size()), rcount, rtype, false, comm, name, v->r)) return err;
+    return neighbor_alltoallv_as(name, sbuf, v->s.counts.data(), v->s.displs.data(), v->s.type, rbuf,
+                                 v->r.counts.data(), v->r.displs.data(), v->r.type, comm, varying_issue(how, v));
   }
   auto op = new_op("MPI_Neighbor_allgather", "MPI_Ineighbor_allgather", comm, how);
   if (gpu_data(sbuf))
@@ -1184,14 +1205,14 @@ int neighbor_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *
   };
   std::vector<int> sources, dests;
   if (!neighbourhood(comm, sources, dests)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
-  if (as_varying(comm, false, request)) {
-    const char *name = "MPI_Neighbor_allgatherv";
+  if (as_varying(comm, false, how)) {
+    const char *name = varying_name(how, "MPI_Neighbor_allgatherv", "MPI_Neighbor_allgatherv_init");
     if (!sources.empty() && (!rcounts || !displs))
       return null_array(comm, name, !rcounts ? "the counts array" : "the displacements array");
-    PerPeer s;
-    if (const int err = per_peer(int(dests.size()), scount, stype, true, comm, name, s)) return err;
-    return neighbor_alltoallv_as(name, sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, rcounts, displs, rtype,
-                                 comm, nullptr);
+    auto v = std::make_shared<Varying>();
+    if (const int err = per_peer(int(dests.size()), scount, stype, true, comm, name, v->s)) return err;
+    return neighbor_alltoallv_as(name, sbuf, v->s.counts.data(), v->s.displs.data(), v->s.type, rbuf, rcounts, displs,
+                                 rtype, comm, varying_issue(how, v));
   }
   auto op = new_op("MPI_Neighbor_allgatherv", "MPI_Ineighbor_allgatherv", comm, how);
   if (gpu_data(sbuf))
@@ -1225,13 +1246,13 @@ int neighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rb
   };
   std::vector<int> sources, dests;
   if (!neighbourhood(comm, sources, dests)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  if (as_varying(comm, false, request) && distinct_neighbours(comm, sources, dests)) {
-    const char *name = "MPI_Neighbor_alltoall";
-    PerPeer s, r;
-    if (const int err = per_peer(int(dests.size()), scount, stype, false, comm, name, s)) return err;
-    if (const int err = per_peer(int(sources.size()), rcount, rtype, false, comm, name, r)) return err;
-    return neighbor_alltoallv_as(name, sbuf, s.counts.data(), s.displs.data(), s.type, rbuf, r.counts.data(),
-                                 r.displs.data(), r.type, comm, nullptr);
+  if (as_varying(comm, false, how) && distinct_neighbours(comm, sources, dests)) {
+    const char *name = varying_name(how, "MPI_Neighbor_alltoall", "MPI_Neighbor_alltoall_init");
+    auto v = std::make_shared<Varying>();
+    if (const int err = per_peer(int(dests.size()), scount, stype, false, comm, name, v->s)) return err;
+    if (const int err = per_peer(int(sources.size()), rcount, rtype, false, comm, name, v->r)) return err;
+    return neighbor_alltoallv_as(name, sbuf, v->s.counts.data(), v->s.displs.data(), v->s.type, rbuf,
+                                 v->r.counts.data(), v->r.displs.data(), v->r.type, comm, varying_issue(how, v));
   }
   auto op = new_op("MPI_Neighbor_alltoall", "MPI_Ineighbor_alltoall", comm, how);
   if (gpu_data(sbuf)) {

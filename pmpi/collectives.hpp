@@ -173,6 +173,9 @@ struct Issue {
     std::function<int(MPI_Request *)> restart;
     bool made = false;
     std::shared_ptr<ZeroCopyPersistent> zero_copy;  // the zero-copy pairs every start moves (or null)
+    // Arrays TEMPI made that `restart` reads at every start (the per-peer counts of a
+    // one-count init run as its v-variant): they live as long as the request.
+    std::shared_ptr<const void> arrays;
   };
   Issue(MPI_Request *r = nullptr) : request(r) {}  // the blocking and nonblocking calls
   static Issue persistent_init(MPI_Request *r, Init *init) {

@@ -43,6 +43,7 @@ struct PersistentOp {
   // is then a generalized request that completes when the library's request of the start
   // and the start's zero-copy moves have.
   std::shared_ptr<ZeroCopyPersistent> zero_copy;
+  std::shared_ptr<const void> arrays;  // what `restart` reads besides the application's arguments
   bool collective() const { return bool(restart); }
 
   bool is_send = false;

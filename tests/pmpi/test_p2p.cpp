@@ -344,6 +344,64 @@ void send_transposed_in_batch(int n, const Layout &s, const Layout &r, int tag) 
   }
 }
 
+// The lower (or upper) triangle of an n x n column-major matrix of doubles: one block per
+// column, column j holding rows j..n-1 (or 0..j). Both hold n(n+1)/2 doubles (issue 19).
+MPI_Datatype triangle_type(int n, bool lower) {
+  std::vector<int> lengths(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
+  for (int j = 0; j < n; ++j) {
+    lengths[size_t(j)] = lower ? n - j : j + 1;
+    displs[size_t(j)] = lower ? j * n + j : j * n;
+  }
+  MPI_Datatype t;
+  MPI_Type_indexed(n, lengths.data(), displs.data(), MPI_DOUBLE, &t);
+  return committed(t);
+}
+
+// Rank 0 sends the lower triangle of a[i] = i + 0.25 from GPU memory; rank 1 receives it
+// as the upper triangle of a poisoned GPU matrix: the k-th element of the lower triangle
+// (column by column) lands at the k-th place of the upper one, the rest stays poisoned.
+void lower_to_upper(int n, Mode mode, int tag) {
+  const size_t elements = size_t(n) * size_t(n), bytes = elements * sizeof(double);
+  MPI_Datatype lower = triangle_type(n, true), upper = triangle_type(n, false);
+  if (rank() == 0) {
+    std::vector<double> a(elements);
+    for (size_t i = 0; i < elements; ++i) a[i] = double(i) + 0.25;
+    std::vector<char> raw(bytes);
+    std::memcpy(raw.data(), a.data(), bytes);
+    Buf b(Where::Gpu, bytes);
+    b.upload(raw);
+    if (mode == Mode::Nonblocking) {
+      MPI_Request req;
+      REQUIRE(MPI_Isend(b.get(), 1, lower, 1, tag, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+      REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    } else {
+      REQUIRE(MPI_Send(b.get(), 1, lower, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS);
+    }
+  } else if (rank() == 1) {
+    std::vector<char> poison(bytes, kPoison);
+    Buf b(Where::Gpu, bytes);
+    b.upload(poison);
+    if (mode == Mode::Nonblocking) {
+      MPI_Request req;
+      REQUIRE(MPI_Irecv(b.get(), 1, upper, 0, tag, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+      REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    } else {
+      REQUIRE(MPI_Recv(b.get(), 1, upper, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    }
+    std::vector<char> want = poison;
+    size_t lc = 0, lr = 0;  // the next element of the lower triangle: column lc, row lr
+    for (size_t c = 0; c < size_t(n); ++c)
+      for (size_t r = 0; r <= c; ++r) {
+        const double v = double(lc * size_t(n) + lr) + 0.25;
+        std::memcpy(&want[(c * size_t(n) + r) * sizeof(double)], &v, sizeof v);
+        if (++lr == size_t(n)) lr = ++lc;
+      }
+    CHECK(first_difference(b.download(), want) == "");
+  }
+  release(Layout{lower, 1});
+  release(Layout{upper, 1});
+}
+
 struct Named {
   const char *name;
   MPI_Datatype (*make)();
@@ -452,6 +510,15 @@ TEST_CASE("a matrix sent contiguous arrives as its transpose, and back", "[p2p][
       send_transposed(n, transposed, matrix, mode, tag++);
     }
     release(transposed);
+  }
+}
+
+TEST_CASE("a lower triangle sent arrives as an upper triangle", "[p2p][triangle]") {
+  int tag = 700;
+  for (int n : {1, 5, 64, 700}) {
+    INFO("n " << n);
+    lower_to_upper(n, Mode::Blocking, tag++);
+    lower_to_upper(n, Mode::Nonblocking, tag++);
   }
 }
 

@@ -34,7 +34,7 @@ const std::vector<Knob> &knobs() {
        "(docs/using.md, \"Sequences of MPI_Pack and MPI_Unpack\"). 0: each call waits for its kernel."},
       {"TEMPI_WAIT", "poll",
        "How a call waits for the GPU work it issued: poll (the stream writes a word of pinned host memory after "
-       "the work, with cuStreamWriteValue32, and the calling thread polls it; about 2 us less per synchronous "
+       "the work, with cuStreamWriteValue32, and the calling thread polls it; 0.6-1.1 us less per synchronous "
        "call than cudaStreamSynchronize on an H100; where the GPU or driver refuses stream memory operations, "
        "sync is used) or sync (cudaStreamSynchronize, which yields the CPU where the CUDA runtime decides to, "
        "e.g. with more processes than cores) (docs/using.md, \"The cost of one call\")."},

@@ -55,7 +55,7 @@ WriteValueFn write_value_fn() {
 // A word of pinned, mapped host memory per thread and device: after the work it waits
 // for, the stream writes the next sequence number there (cuStreamWriteValue32 fences the
 // stream's earlier writes first), and the thread polls it. On an H100 (bench_call,
-// 2026-11-23) an empty kernel's completion is seen this way about 2 us sooner than
+// 2026-11-23) an empty kernel's completion is seen this way 0.6-1.1 us sooner than
 // through cudaStreamSynchronize.
 class CompletionWord {
  public:

@@ -28,6 +28,7 @@ TEST_CASE("defaults when nothing is set", "[config]") {
   CHECK(c.pipeline_threshold == 8 << 20);
   CHECK_FALSE(c.eager_sends);
   CHECK(c.defer_pack == 0);
+  CHECK(c.wait_by_polling);
 }
 
 TEST_CASE("values are parsed; invalid ones keep the default", "[config]") {
@@ -46,6 +47,9 @@ TEST_CASE("values are parsed; invalid ones keep the default", "[config]") {
   CHECK(parse({{"TEMPI_DEFER_PACK", "3"}}).defer_pack == 0);
   CHECK(parse({{"TEMPI_PROFILE", "/p.json"}}).profile == "/p.json");
   CHECK(parse({}).profile.empty());
+  CHECK_FALSE(parse({{"TEMPI_WAIT", "sync"}}).wait_by_polling);
+  CHECK(parse({{"TEMPI_WAIT", "poll"}}).wait_by_polling);
+  CHECK(parse({{"TEMPI_WAIT", "spin"}}).wait_by_polling);
 }
 
 TEST_CASE("every knob is documented in docs/environment.md", "[config]") {

@@ -21,7 +21,8 @@ std::string registry_dir() { return "/dev/shm/tempi-gpus-" + std::to_string(getu
 bool alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
 
 // Entries are "<bus id>.<pid>"; bus ids contain ':' and '.', so the pid follows the last '.'.
-int count_sharers(const std::string &dir, const std::string &device_id) {
+// Counts the live ones, `except` left out.
+int count_sharers(const std::string &dir, const std::string &device_id, pid_t except = 0) {
   DIR *d = opendir(dir.c_str());
   if (!d) return 0;
   int n = 0;
@@ -31,7 +32,7 @@ int count_sharers(const std::string &dir, const std::string &device_id) {
     if (dot == std::string::npos || name.compare(0, dot, device_id) != 0 || dot != device_id.size()) continue;
     const pid_t pid = pid_t(std::atol(name.c_str() + dot + 1));
     if (pid > 0 && alive(pid))
-      ++n;
+      n += pid != except;
     else
       unlink((dir + "/" + name).c_str());  // left by a process that died
   }
@@ -68,6 +69,10 @@ void GpuSharing::leave() {
   if (path_.empty()) return;
   unlink(path_.c_str());
   path_.clear();
+}
+
+int other_processes_on(const std::string &device_id) {
+  return device_id.empty() ? 0 : count_sharers(registry_dir(), device_id, getpid());
 }
 
 GpuSharing &gpu_sharing() {

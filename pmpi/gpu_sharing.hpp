@@ -25,4 +25,8 @@ class GpuSharing {
 
 GpuSharing &gpu_sharing();
 
+// Live processes of this user registered on GPU `device_id` (its PCI bus id), this process
+// left out: what tempi-info reports. Entries of processes that died are removed.
+int other_processes_on(const std::string &device_id);
+
 }  // namespace tempi

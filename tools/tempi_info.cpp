@@ -15,6 +15,7 @@
 
 #include "backend.hpp"
 #include "config.hpp"
+#include "gpu_sharing.hpp"
 #include "profile.hpp"
 #include "runtime.hpp"
 #include "tempi.h"
@@ -70,6 +71,25 @@ void print_peer_access(tempi::Backend &b) {
               pairs.empty() ? "none (zero-copy cannot be used between GPUs)" : pairs.c_str());
 }
 
+// Per GPU: MPS, and the other processes of this user running TEMPI on it now (TEMPI's
+// registry, pmpi/gpu_sharing.hpp). Sharing without MPS makes every synchronization wait
+// for a time slice (docs/using.md, "Ranks that share a GPU").
+void print_sharing(tempi::Backend &b) {
+  for (int d = 0; d < b.device_count(); ++d) {
+    const int previous = b.use_device(d);
+    const std::string id = b.device_id();
+    const bool mps = b.mps_enabled();
+    b.use_device(previous);
+    const int others = tempi::other_processes_on(id);
+    const std::string label = "GPU " + std::to_string(d) + " sharing:";
+    std::printf("  %-20s %s, MPS %s, %d other process%s of this user on it%s\n", label.c_str(), id.c_str(),
+                mps ? "on" : "off", others, others == 1 ? "" : "es",
+                others > 0 && !mps ? " (start MPS: nvidia-cuda-mps-control -d; every synchronization now waits for "
+                                     "a time slice)"
+                                   : "");
+  }
+}
+
 void print_runtime() {
   tempi::Backend &b = tempi::gpu_backend();
   std::printf("run time:\n");
@@ -77,6 +97,7 @@ void print_runtime() {
   if (b.has_gpu()) {
     std::printf("  GPUs:                %d (this process: %s)\n", b.device_count(), b.device_name().c_str());
     print_peer_access(b);
+    print_sharing(b);
   } else
     std::printf("  GPUs:                none (TEMPI forwards every call unchanged)\n");
   if (!tempi::active()) {

@@ -259,37 +259,53 @@ MPI_Datatype transpose_type(int n) {
   return committed(t);
 }
 
+// The bytes of n x n doubles a[i] = i + 0.25.
+std::vector<char> numbered_matrix(int n) {
+  std::vector<double> a(size_t(n) * size_t(n));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = double(i) + 0.25;
+  std::vector<char> raw(a.size() * sizeof(double));
+  std::memcpy(raw.data(), a.data(), raw.size());
+  return raw;
+}
+
+// Sends `bytes` from a GPU buffer as `l`, blocking or nonblocking (then waited for).
+void send_from_gpu(const std::vector<char> &bytes, const Layout &l, int dest, Mode mode, int tag) {
+  Buf b(Where::Gpu, bytes.size());
+  b.upload(bytes);
+  if (mode == Mode::Nonblocking) {
+    MPI_Request req;
+    REQUIRE(MPI_Isend(b.get(), l.count, l.type, dest, tag, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+    REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  } else {
+    REQUIRE(MPI_Send(b.get(), l.count, l.type, dest, tag, MPI_COMM_WORLD) == MPI_SUCCESS);
+  }
+}
+
+// Receives as `l` into a GPU buffer of `size` poisoned bytes; returns its bytes afterwards.
+std::vector<char> recv_into_gpu(size_t size, const Layout &l, int source, Mode mode, int tag) {
+  Buf b(Where::Gpu, size);
+  b.upload(std::vector<char>(size, kPoison));
+  if (mode == Mode::Nonblocking) {
+    MPI_Request req;
+    REQUIRE(MPI_Irecv(b.get(), l.count, l.type, source, tag, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+    REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  } else {
+    REQUIRE(MPI_Recv(b.get(), l.count, l.type, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  }
+  return b.download();
+}
+
 // Rank 0 sends the n x n matrix a[r * n + c] = r * n + c + 0.25 from GPU memory as `s`;
 // rank 1 receives it as `r` into GPU memory and checks, element by element, that it
 // holds the transpose (one of the two layouts is transpose_type, the other contiguous).
 void send_transposed(int n, const Layout &s, const Layout &r, Mode mode, int tag) {
   const size_t bytes = size_t(n) * size_t(n) * sizeof(double);
   if (rank() == 0) {
-    std::vector<double> a(size_t(n) * size_t(n));
-    for (size_t i = 0; i < a.size(); ++i) a[i] = double(i) + 0.25;
-    std::vector<char> raw(bytes);
-    std::memcpy(raw.data(), a.data(), bytes);
-    Buf b(Where::Gpu, bytes);
-    b.upload(raw);
-    if (mode == Mode::Nonblocking) {
-      MPI_Request req;
-      REQUIRE(MPI_Isend(b.get(), s.count, s.type, 1, tag, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
-      REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
-    } else {
-      REQUIRE(MPI_Send(b.get(), s.count, s.type, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS);
-    }
+    send_from_gpu(numbered_matrix(n), s, 1, mode, tag);
   } else if (rank() == 1) {
-    Buf b(Where::Gpu, bytes);
-    b.upload(std::vector<char>(bytes, kPoison));
-    if (mode == Mode::Nonblocking) {
-      MPI_Request req;
-      REQUIRE(MPI_Irecv(b.get(), r.count, r.type, 0, tag, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
-      REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
-    } else {
-      REQUIRE(MPI_Recv(b.get(), r.count, r.type, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
-    }
+    const std::vector<char> arrived = recv_into_gpu(bytes, r, 0, mode, tag);
     std::vector<double> got(size_t(n) * size_t(n));
-    std::memcpy(got.data(), b.download().data(), bytes);
+    std::memcpy(got.data(), arrived.data(), bytes);
     int64_t wrong = 0;
     std::string first;
     for (int64_t row = 0; row < n; ++row)
@@ -311,18 +327,11 @@ void send_transposed(int n, const Layout &s, const Layout &r, Mode mode, int tag
 void send_transposed_in_batch(int n, const Layout &s, const Layout &r, int tag) {
   const int small = 16;
   const size_t bytes = size_t(n) * size_t(n) * sizeof(double), small_bytes = small * small * sizeof(double);
-  auto matrix = [](int side) {
-    std::vector<double> a(size_t(side) * size_t(side));
-    for (size_t i = 0; i < a.size(); ++i) a[i] = double(i) + 0.25;
-    std::vector<char> raw(a.size() * sizeof(double));
-    std::memcpy(raw.data(), a.data(), raw.size());
-    return raw;
-  };
   MPI_Request req[2];
   if (rank() == 0) {
     Buf big(Where::Gpu, bytes), little(Where::Gpu, small_bytes);
-    big.upload(matrix(n));
-    little.upload(matrix(small));
+    big.upload(numbered_matrix(n));
+    little.upload(numbered_matrix(small));
     REQUIRE(MPI_Isend(big.get(), s.count, s.type, 1, tag, MPI_COMM_WORLD, &req[0]) == MPI_SUCCESS);
     REQUIRE(MPI_Isend(little.get(), small * small, MPI_DOUBLE, 1, tag + 1, MPI_COMM_WORLD, &req[1]) == MPI_SUCCESS);
     REQUIRE(MPI_Waitall(2, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
@@ -333,7 +342,7 @@ void send_transposed_in_batch(int n, const Layout &s, const Layout &r, int tag) 
     REQUIRE(MPI_Irecv(big.get(), r.count, r.type, 0, tag, MPI_COMM_WORLD, &req[0]) == MPI_SUCCESS);
     REQUIRE(MPI_Irecv(little.get(), small * small, MPI_DOUBLE, 0, tag + 1, MPI_COMM_WORLD, &req[1]) == MPI_SUCCESS);
     REQUIRE(MPI_Waitall(2, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
-    CHECK(little.download() == matrix(small));
+    CHECK(little.download() == numbered_matrix(small));
     std::vector<double> got(size_t(n) * size_t(n));
     std::memcpy(got.data(), big.download().data(), bytes);
     int64_t wrong = 0;
@@ -362,33 +371,12 @@ MPI_Datatype triangle_type(int n, bool lower) {
 // (column by column) lands at the k-th place of the upper one, the rest stays poisoned.
 void lower_to_upper(int n, Mode mode, int tag) {
   const size_t elements = size_t(n) * size_t(n), bytes = elements * sizeof(double);
-  MPI_Datatype lower = triangle_type(n, true), upper = triangle_type(n, false);
+  const Layout lower{triangle_type(n, true), 1}, upper{triangle_type(n, false), 1};
   if (rank() == 0) {
-    std::vector<double> a(elements);
-    for (size_t i = 0; i < elements; ++i) a[i] = double(i) + 0.25;
-    std::vector<char> raw(bytes);
-    std::memcpy(raw.data(), a.data(), bytes);
-    Buf b(Where::Gpu, bytes);
-    b.upload(raw);
-    if (mode == Mode::Nonblocking) {
-      MPI_Request req;
-      REQUIRE(MPI_Isend(b.get(), 1, lower, 1, tag, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
-      REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
-    } else {
-      REQUIRE(MPI_Send(b.get(), 1, lower, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS);
-    }
+    send_from_gpu(numbered_matrix(n), lower, 1, mode, tag);
   } else if (rank() == 1) {
-    std::vector<char> poison(bytes, kPoison);
-    Buf b(Where::Gpu, bytes);
-    b.upload(poison);
-    if (mode == Mode::Nonblocking) {
-      MPI_Request req;
-      REQUIRE(MPI_Irecv(b.get(), 1, upper, 0, tag, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
-      REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
-    } else {
-      REQUIRE(MPI_Recv(b.get(), 1, upper, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
-    }
-    std::vector<char> want = poison;
+    const std::vector<char> arrived = recv_into_gpu(bytes, upper, 0, mode, tag);
+    std::vector<char> want(bytes, kPoison);
     size_t lc = 0, lr = 0;  // the next element of the lower triangle: column lc, row lr
     for (size_t c = 0; c < size_t(n); ++c)
       for (size_t r = 0; r <= c; ++r) {
@@ -396,10 +384,10 @@ void lower_to_upper(int n, Mode mode, int tag) {
         std::memcpy(&want[(c * size_t(n) + r) * sizeof(double)], &v, sizeof v);
         if (++lr == size_t(n)) lr = ++lc;
       }
-    CHECK(first_difference(b.download(), want) == "");
+    CHECK(first_difference(arrived, want) == "");
   }
-  release(Layout{lower, 1});
-  release(Layout{upper, 1});
+  release(lower);
+  release(upper);
 }
 
 struct Named {

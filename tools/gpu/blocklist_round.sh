@@ -76,15 +76,6 @@ if [ "$opt" != skip ]; then
   echo "exit $? ($(grep -c . "$top/bench_pack-strided.csv") lines of CSV)"
 fi
 
-echo "--- test_gpu_pack"
-step 200 $b/tests/gpu/test_gpu_pack "~[large]" > "$logs/test_gpu_pack.log" 2>&1
-echo "exit $?"; grep -E "test cases|FAILED" "$logs/test_gpu_pack.log" | head -5
-
-echo "--- compute-sanitizer memcheck, test_gpu_blocklist"
-step 200 compute-sanitizer --tool memcheck --error-exitcode 9 $b/tests/gpu/test_gpu_blocklist "~[large]" \
-  > "$logs/sanitizer-blocklist.log" 2>&1
-echo "exit $?"; grep -E "ERROR SUMMARY|test cases|FAILED" "$logs/sanitizer-blocklist.log" | head -5
-
 IFS='|' read -ra variants <<< "${VARIANTS:-}"
 for v in "${variants[@]}"; do
   name=${v%%=*}

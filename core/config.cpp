@@ -51,6 +51,11 @@ const std::vector<Knob> &knobs() {
       {"TEMPI_IPC_RANKS_PER_NODE", "unset",
        "For tests: treat each run of this many consecutive MPI_COMM_WORLD ranks of a shared-memory node as a "
        "node of its own, so that zero-copy and its fallback for other nodes mix in one call on one machine."},
+      {"TEMPI_P2P_ZERO_COPY_MIN", "0",
+       "On a communicator where the application enabled zero-copy point-to-point "
+       "(TEMPIX_Comm_enable_zero_copy), the smallest packed size in bytes of a nonblocking GPU send that the "
+       "receiving GPU reads through CUDA IPC; smaller messages are packed and moved by the MPI library "
+       "(docs/using.md, \"Zero-copy point-to-point\")."},
       {"TEMPI_PROFILE", "unset",
        "The system profile written by tempi-measure, read at start-up: a file, or none for the built-in "
        "rules. Unset: the per-user cache file for this GPU model and MPI library (docs/model.md)."},
@@ -123,6 +128,7 @@ Config parse_config(const std::function<const char *(const char *)> &lookup) {
     else if (strcasecmp(v, "auto") != 0)
       warn_invalid("TEMPI_IPC", v);
   }
+  if (const char *v = lookup("TEMPI_P2P_ZERO_COPY_MIN")) parse_bytes("TEMPI_P2P_ZERO_COPY_MIN", v, c.p2p_zero_copy_min);
   if (const char *v = lookup("TEMPI_IPC_RANKS_PER_NODE")) {
     int64_t n = 0;
     if (parse_bytes("TEMPI_IPC_RANKS_PER_NODE", v, n)) c.ipc_ranks_per_node = int(n);

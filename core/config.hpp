@@ -46,6 +46,9 @@ struct Config {
   // Zero-copy between GPUs of one node in blocking collectives (TEMPI_IPC=auto|off).
   bool ipc = true;
   int ipc_ranks_per_node = 0;  // > 0: nodes of this many consecutive world ranks (tests)
+  // Zero-copy point-to-point (where enabled on a communicator): nonblocking GPU sends of at
+  // least this many packed bytes.
+  int64_t p2p_zero_copy_min = 0;
   std::string profile;  // TEMPI_PROFILE: a profile file, "none", or empty (the per-user cache)
 };
 

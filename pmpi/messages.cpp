@@ -4,14 +4,17 @@
 #include <atomic>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 
 #include "errors.hpp"
 #include "local_work.hpp"
 #include "forward.hpp"
 #include "log.hpp"
+#include "node_share.hpp"
 #include "peers.hpp"
 #include "runtime.hpp"
 #include "validate.hpp"
+#include "zero_copy_p2p.hpp"
 
 namespace tempi {
 
@@ -71,6 +74,18 @@ void log_downgrade_once(Method requested) {
     TEMPI_LOG(Warn, "the device method needs a CUDA-aware MPI library; using the staged method");
 }
 
+// Whether a receive from `peer` on `comm` may get a zero-copy control message: zero-copy
+// point-to-point is on there and the source may be another rank of the node. A matched
+// message (MPI_Mrecv, MPI_Imrecv) names no communicator here: never (docs/using.md).
+std::shared_ptr<NodeShare> control_share(MPI_Comm comm, int peer, const char *call) {
+  if (!std::strcmp(call, "MPI_Mrecv") || !std::strcmp(call, "MPI_Imrecv")) return nullptr;
+  std::shared_ptr<NodeShare> share = p2p_share(comm);
+  if (!share || peer == MPI_ANY_SOURCE) return share;
+  const int from = node_rank_of(*share, peer);
+  return from >= 0 && from != my_node_rank(*share) ? share : nullptr;
+}
+bool may_get_control(MPI_Comm comm, int peer, const char *call) { return bool(control_share(comm, peer, call)); }
+
 struct Decision {
   std::shared_ptr<const TypeInfo> info;  // null: pass the user's arguments through
   bool plannable = false;
@@ -93,6 +108,13 @@ int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive
   settle_other_threads();
   if (info->size == 0) return MPI_SUCCESS;
   const bool aware = mpi_is_cuda_aware();
+  // A receive that a zero-copy control message may reach goes through TEMPI's staging.
+  const bool control_may_arrive = receive && may_get_control(comm, peer, call);
+  if (!info->plan && control_may_arrive)
+    return raise_error(comm, MPI_ERR_TYPE,
+                       "%s: a GPU receive on a communicator with zero-copy point-to-point needs a type TEMPI can plan "
+                       "(docs/using.md, \"Zero-copy point-to-point\")",
+                       call);
   if (!info->plan) {
     if (!aware) d.info = std::move(info);  // the MPI library cannot read GPU memory: copy the region
     else if (local_work().pending()) local_work().settle();  // the library reads the buffer itself
@@ -103,7 +125,7 @@ int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive
   log_downgrade_once(requested);
   d.transfer = choose_transfer(requested, aware, describe_message(d.plan, batched, peer_class(comm, peer)), config());
   // The device method on one contiguous run needs no packing: the MPI library reads the buffer.
-  if (d.transfer.method == Method::Device && d.plan.contiguous()) {
+  if (d.transfer.method == Method::Device && d.plan.contiguous() && !control_may_arrive) {
     if (local_work().pending()) local_work().settle();
     return MPI_SUCCESS;
   }
@@ -255,14 +277,19 @@ int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm com
   }
 
   const int64_t capacity = d.plan.packed_size();
-  if (const int err = acquire_staging(d.transfer, capacity, comm, call, in.staging)) return err;
+  in.capacity = capacity;
+  // A receive that a node peer's zero-copy control message may reach takes its staging at
+  // least that large.
+  in.p2p = control_share(comm, peer, call);
+  const int64_t staged = in.p2p ? std::max<int64_t>(capacity, kControlBytes) : capacity;
+  if (const int err = acquire_staging(d.transfer, staged, comm, call, in.staging)) return err;
   in.device = b.device_of(buf);
   in.info = std::move(d.info);
   in.plan = std::move(d.plan);
   in.transfer = d.transfer;
   in.after = Incoming::After::Unpack;
   in.buf = in.staging.ptr;
-  return wire_type(capacity, comm, in.count, in.type, in.wire_type);
+  return wire_type(staged, comm, in.count, in.type, in.wire_type);
 }
 
 namespace {
@@ -285,12 +312,19 @@ int unpack_failed(const Incoming &in, Status st) {
 }  // namespace
 
 int finish_recvs(std::vector<Finishing> &batch) {
+  // Zero-copy messages first: they are read straight into the user's buffers.
+  if (std::any_of(batch.begin(), batch.end(), [](const Finishing &f) { return bool(f.in->p2p); }))
+    p2p_take_controls(batch);
   // One receive alone takes the synchronous path (pitched copies for small objects).
   size_t unpacks = 0;
   for (const Finishing &f : batch) unpacks += f.in->after == Incoming::After::Unpack && !f.in->finished;
   if (unpacks <= 1) {
     int first = MPI_SUCCESS;
     for (Finishing &f : batch) {
+      if (f.in->finished) {  // a zero-copy message, or a truncation found there
+        if (first == MPI_SUCCESS) first = f.result;
+        continue;
+      }
       f.result = finish_recv(*f.in, f.status, f.err);
       if (first == MPI_SUCCESS) first = f.result;
     }
@@ -343,7 +377,13 @@ int finish_recvs(std::vector<Finishing> &batch) {
   return first;
 }
 
-int finish_recv(Incoming &in, const MPI_Status &status, int err) {
+int finish_recv(Incoming &in, MPI_Status &status, int err) {
+  if (in.p2p && !in.finished) {
+    std::vector<Finishing> one{{&in, status, err}};
+    p2p_take_controls(one);
+    status = one[0].status;
+    if (in.finished) return one[0].result;
+  }
   if (!has_data_to_move(in, status, err)) return MPI_SUCCESS;
   Backend &b = gpu_backend();
   const OnDeviceOf on_its_gpu(in.user);

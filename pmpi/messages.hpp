@@ -18,6 +18,8 @@
 
 namespace tempi {
 
+struct NodeShare;  // node_share.hpp
+
 // A derived datatype TEMPI made for the wire, freed with its owner.
 class OwnedType {
  public:
@@ -87,14 +89,20 @@ struct Incoming {
   // CopyBack: a type TEMPI cannot plan, received by the MPI library into a host copy
   // of the bytes [region_lo, region_lo + region_bytes) around `user`.
   int64_t region_lo = 0, region_bytes = 0;
+  // A receive that may get a zero-copy control message (zero_copy_p2p.hpp): the
+  // communicator's node share, and the packed bytes the user's buffer holds (its staging
+  // holds at least kControlBytes).
+  std::shared_ptr<NodeShare> p2p;
+  int64_t capacity = 0;
 };
 
 int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call, Incoming &in,
                  bool batched = false);
 
 // After the MPI library completed the receive with `status` and error `err`: moves
-// what arrived into the user's buffer (nothing when cancelled or failed).
-int finish_recv(Incoming &in, const MPI_Status &status, int err);
+// what arrived into the user's buffer (nothing when cancelled or failed). A zero-copy
+// message's size replaces the control message's in `status`.
+int finish_recv(Incoming &in, MPI_Status &status, int err);
 
 // finish_recv for receives that completed together: their unpacks are issued together
 // and waited for once per GPU. Each entry's own error goes to `result`; returns the first.

@@ -91,7 +91,8 @@ RequestTable &requests() {
 int complete(std::unique_ptr<Pending> p, const MPI_Status &status, int err) {
   if (!p) return MPI_SUCCESS;
   if (p->coll) return finish_collective(*p->coll, err);
-  return finish_recv(p->in, status, err);  // a send has nothing to do: its staging goes with p
+  MPI_Status copy = status;
+  return finish_recv(p->in, copy, err);  // a send has nothing to do: its staging goes with p
 }
 
 }  // namespace tempi

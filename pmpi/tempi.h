@@ -1,7 +1,9 @@
-/* TEMPI's own calls, for tools that tune or measure it. Applications need none of
- * them: TEMPI works through the standard MPI calls alone. */
+/* TEMPI's own calls, for tools that tune or measure it and for applications that opt in
+ * to what standard MPI cannot express. TEMPI works through the standard MPI calls alone. */
 #ifndef TEMPI_H
 #define TEMPI_H
+
+#include <mpi.h>
 
 /* The version of TEMPI this header belongs to (meson.build checks that they agree).
  * TEMPI_VERSION_NUMBER is MAJOR * 10000 + MINOR * 100 + PATCH, for #if. */
@@ -19,6 +21,12 @@ extern "C" {
  * TEMPI_METHOD: "auto", "device", "oneshot" or "staged" (docs/environment.md).
  * Returns MPI_SUCCESS, or MPI_ERR_ARG for any other name. */
 int TEMPIX_Set_method(const char *method);
+
+/* Zero-copy point-to-point between GPUs of one node on `comm` (docs/using.md, "Zero-copy
+ * point-to-point", which gives the contract the application accepts): collective on `comm`,
+ * every rank passing the same `enable`. *enabled (may be NULL) says whether it is on now:
+ * off where TEMPI_IPC=off, a rank has no GPU, or `comm` is an intercommunicator. */
+int TEMPIX_Comm_enable_zero_copy(MPI_Comm comm, int enable, int *enabled);
 
 #ifdef __cplusplus
 }

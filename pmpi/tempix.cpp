@@ -6,6 +6,7 @@
 
 #include "log.hpp"
 #include "messages.hpp"
+#include "zero_copy_p2p.hpp"
 
 extern "C" int TEMPIX_Set_method(const char *method) {
   using tempi::Method;
@@ -17,4 +18,8 @@ extern "C" int TEMPIX_Set_method(const char *method) {
   TEMPI_LOG(Error, "TEMPIX_Set_method: unknown method \"%s\" (auto, device, oneshot or staged)",
             method ? method : "(null)");
   return MPI_ERR_ARG;
+}
+
+extern "C" int TEMPIX_Comm_enable_zero_copy(MPI_Comm comm, int enable, int *enabled) {
+  return tempi::p2p_enable(comm, enable != 0, enabled);
 }

@@ -26,12 +26,16 @@
 #include "runtime.hpp"
 #include "validate.hpp"
 #include "zero_copy.hpp"
+#include "zero_copy_p2p.hpp"
 
 namespace tempi {
 
 namespace {
 
-bool tracking() { return active() && !requests().empty(); }
+// Zero-copy requests in flight are TEMPI's generalized requests, absent from the table:
+// they complete only through zero_copy_progress, which these calls run.
+bool zero_copy_pending() { return zero_copy_in_flight() || p2p_failures_pending(); }
+bool tracking() { return active() && (!requests().empty() || zero_copy_pending()); }
 
 // Whether TEMPI takes part in a completion call: it tracks requests, and the call's
 // arrays and outputs are there (else the MPI library reports the bad argument, touching
@@ -45,6 +49,10 @@ class Completion {
   Completion(int n, MPI_Request *reqs) : n_(n), user_(reqs) {
     flush_sends();
     zero_copy_progress();  // before the detached requests, which may be such starts
+    if (p2p_in_flight() || p2p_failures_pending()) {  // a zero-copy request among these may fail
+      p2p_clear_failed();
+      original_.assign(reqs, reqs + n);
+    }
     requests().progress_detached();
     if (requests().empty()) return;
     for (int i = 0; i < n; ++i)
@@ -70,14 +78,16 @@ class Completion {
   }
 
   bool any() const { return !entries_.empty(); }
-  // The array to give the library.
-  MPI_Request *actual() { return actual_.data(); }
+  // The array to give the library (the application's own when TEMPI tracks none of it).
+  MPI_Request *actual() { return entries_.empty() ? user_ : actual_.data(); }
   // A deferred send among the requests whose message could not be posted (-1: none):
   // the calls that complete any one request report it at once.
   int failed_send() const { return failed_; }
 
   // The call reported request `index` complete, with `*status` and its error `err`.
   void completed(int index, MPI_Status *status, int err) {
+    if (!original_.empty())
+      if (const int failed = p2p_failed(original_[size_t(index)])) p2p_failed_.emplace_back(status, failed);
     for (Entry &e : entries_) {
       if (e.index != index || !e.pending || e.done) continue;
       const PersistentOp *persistent = e.pending->persistent.get();
@@ -96,14 +106,23 @@ class Completion {
   // the application's array. Returns TEMPI's first error.
   int finish() {
     int first = MPI_SUCCESS;
+    for (const auto &f : p2p_failed_) {
+      f.first->MPI_ERROR = f.second;
+      if (first == MPI_SUCCESS) first = f.second;
+    }
+    if (entries_.empty()) return first;
     auto is_recv = [](const Entry &e) { return e.done && !e.pending->send && !e.pending->coll; };
     std::vector<Finishing> recvs;
     for (Entry &e : entries_)
       if (is_recv(e)) recvs.push_back({&e.pending->in, *e.status, e.err});
-    if (!recvs.empty()) first = finish_recvs(recvs);
-    for (size_t k = 0, r = 0; k < entries_.size(); ++k)
-      if (is_recv(entries_[k]) && recvs[r++].result != MPI_SUCCESS)
-        entries_[k].status->MPI_ERROR = recvs[r - 1].result;
+    if (!recvs.empty())
+      if (const int err = finish_recvs(recvs); first == MPI_SUCCESS) first = err;
+    for (size_t k = 0, r = 0; k < entries_.size(); ++k) {
+      if (!is_recv(entries_[k])) continue;
+      const Finishing &f = recvs[r++];
+      *entries_[k].status = f.status;  // a zero-copy message's size replaced its control message's
+      if (f.result != MPI_SUCCESS) entries_[k].status->MPI_ERROR = f.result;
+    }
     std::vector<CollectiveFinishing> colls;
     for (Entry &e : entries_)
       if (e.done && e.pending->coll) colls.push_back({e.pending->coll.get(), e.err});
@@ -147,7 +166,8 @@ class Completion {
     if (e.pending->send) return MPI_SUCCESS;
     if (e.pending->persistent && !e.pending->persistent->active) return MPI_SUCCESS;  // nothing in flight
     if (e.pending->coll) return finish_collective(*e.pending->coll, MPI_SUCCESS);  // runs once
-    return finish_recv(e.pending->in, status, MPI_SUCCESS);
+    MPI_Status copy = status;
+    return finish_recv(e.pending->in, copy, MPI_SUCCESS);
   }
 
  private:
@@ -164,6 +184,8 @@ class Completion {
   std::vector<MPI_Request> actual_;
   std::vector<Entry> entries_;
   int failed_ = -1;
+  std::vector<MPI_Request> original_;  // the application's handles, where a zero-copy one may fail
+  std::vector<std::pair<MPI_Status *, int>> p2p_failed_;  // zero-copy requests completed with an error
 };
 
 // A blocking completion call while persistent zero-copy starts are in flight: their
@@ -223,7 +245,7 @@ extern "C" {
 int TEMPI_WRAPPER(MPI_Wait)(MPI_Request *request, MPI_Status *status) {
   if (!tracking(1, request)) return TEMPI_NEXT(MPI_Wait)(request, status);
   Completion c(1, request);
-  if (!c.any()) return TEMPI_NEXT(MPI_Wait)(request, status);
+  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Wait)(request, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   const int err = !zero_copy_in_flight() ? TEMPI_NEXT(MPI_Wait)(c.actual(), st) : until_done([&](bool &done) {
@@ -239,7 +261,7 @@ int TEMPI_WRAPPER(MPI_Wait)(MPI_Request *request, MPI_Status *status) {
 int TEMPI_WRAPPER(MPI_Test)(MPI_Request *request, int *flag, MPI_Status *status) {
   if (!tracking(1, request, {flag})) return TEMPI_NEXT(MPI_Test)(request, flag, status);
   Completion c(1, request);
-  if (!c.any()) return TEMPI_NEXT(MPI_Test)(request, flag, status);
+  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Test)(request, flag, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   const int err = TEMPI_NEXT(MPI_Test)(c.actual(), flag, st);
@@ -250,7 +272,7 @@ int TEMPI_WRAPPER(MPI_Test)(MPI_Request *request, int *flag, MPI_Status *status)
 int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status statuses[]) {
   if (!tracking(count, requests_)) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
   Completion c(count, requests_);
-  if (!c.any()) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
+  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, count, local);
   const int err = !zero_copy_in_flight() ? TEMPI_NEXT(MPI_Waitall)(count, c.actual(), st) : until_done([&](bool &done) {
@@ -266,7 +288,7 @@ int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status st
 int TEMPI_WRAPPER(MPI_Testall)(int count, MPI_Request requests_[], int *flag, MPI_Status statuses[]) {
   if (!tracking(count, requests_, {flag})) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
   Completion c(count, requests_);
-  if (!c.any()) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
+  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, count, local);
   const int err = TEMPI_NEXT(MPI_Testall)(count, c.actual(), flag, st);
@@ -278,7 +300,7 @@ int TEMPI_WRAPPER(MPI_Testall)(int count, MPI_Request requests_[], int *flag, MP
 int TEMPI_WRAPPER(MPI_Waitany)(int count, MPI_Request requests_[], int *index, MPI_Status *status) {
   if (!tracking(count, requests_, {index})) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
   Completion c(count, requests_);
-  if (!c.any()) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
+  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   int err = MPI_SUCCESS;
@@ -300,7 +322,7 @@ int TEMPI_WRAPPER(MPI_Testany)(int count, MPI_Request requests_[], int *index, i
   if (!tracking(count, requests_, {index, flag}))
     return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
   Completion c(count, requests_);
-  if (!c.any()) return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
+  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   int err = MPI_SUCCESS;
@@ -319,7 +341,7 @@ int TEMPI_WRAPPER(MPI_Waitsome)(int incount, MPI_Request requests_[], int *outco
   if (!tracking(incount, requests_, {outcount, indices}))
     return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
   Completion c(incount, requests_);
-  if (!c.any()) return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
+  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, incount, local);
   if (c.failed_send() >= 0) return some_with_failed_send(c, outcount, indices, st);
@@ -339,7 +361,7 @@ int TEMPI_WRAPPER(MPI_Testsome)(int incount, MPI_Request requests_[], int *outco
   if (!tracking(incount, requests_, {outcount, indices}))
     return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
   Completion c(incount, requests_);
-  if (!c.any()) return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
+  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, incount, local);
   if (c.failed_send() >= 0) return some_with_failed_send(c, outcount, indices, st);
@@ -352,7 +374,7 @@ int TEMPI_WRAPPER(MPI_Testsome)(int incount, MPI_Request requests_[], int *outco
 int TEMPI_WRAPPER(MPI_Request_get_status)(MPI_Request request, int *flag, MPI_Status *status) {
   if (!tracking(1, &request, {flag})) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
   Completion c(1, &request);  // the handle is a copy: the request stays live and goes back
-  if (!c.any()) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
+  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   if (c.failed_send() >= 0) {

@@ -13,6 +13,7 @@
 #include "config.hpp"
 #include "runtime.hpp"
 #include "validate.hpp"
+#include "zero_copy_p2p.hpp"
 
 namespace tempi {
 
@@ -48,6 +49,12 @@ int isend_with(IsendFn next, const char *call, const void *buf, int count, MPI_D
   Outgoing out;
   if (const int err = plan_send(buf, count, type, dest, comm, call, sp, out, !config().eager_sends)) return err;
   if (const int err = check_tag_if(sp.kind != SendPlan::Kind::PassThrough, comm, call, tag, false)) return err;
+  // A buffered send may reuse its buffer at once: never read in place by a peer.
+  if (sp.kind == SendPlan::Kind::Pack && next != TEMPI_NEXT(MPI_Ibsend)) {
+    if (const int err = check_not_null(comm, call, request, "the request argument")) return err;
+    int err = MPI_SUCCESS;
+    if (p2p_isend(next, call, buf, count, sp, dest, tag, comm, request, err)) return err;
+  }
   // Deferred sends keep their order among themselves (the engine posts in start order);
   // any other send waits for earlier deferred ones to the same destination.
   if (sp.kind == SendPlan::Kind::Pack && !config().eager_sends) {
@@ -132,6 +139,7 @@ int TEMPI_WRAPPER(MPI_Recv)(void *buf, int count, MPI_Datatype type, int source,
   }
   if (in.after == Incoming::After::Nothing) return TEMPI_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
   if (const int err = check_tag(comm, "MPI_Recv", tag, true)) return err;
+  if (in.p2p) return p2p_recv(in, source, tag, comm, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   const int err = TEMPI_NEXT(MPI_Recv)(in.buf, in.count, in.type, source, tag, comm, st);
@@ -147,6 +155,7 @@ int TEMPI_WRAPPER(MPI_Irecv)(void *buf, int count, MPI_Datatype type, int source
   if (in.after == Incoming::After::Nothing)
     return TEMPI_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, request);
   if (const int err = check_tag(comm, "MPI_Irecv", tag, true)) return err;
+  if (in.p2p) return p2p_irecv(in, source, tag, comm, request);
   return track_recv(in, request, TEMPI_NEXT(MPI_Irecv)(in.buf, in.count, in.type, source, tag, comm, request));
 }
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <list>
 #include <map>
@@ -18,6 +19,8 @@
 #include "errors.hpp"
 #include "forward.hpp"
 #include "log.hpp"
+#include "node_share.hpp"
+#include "zero_copy_p2p.hpp"
 #include "runtime.hpp"
 #include "type_plan.hpp"
 
@@ -74,10 +77,12 @@ struct PersistentFlags {
 struct Segment {
   int32_t pid = 0;
   int32_t nreadable = 0;
+  uint64_t nonce = 0;  // random: a control message of zero-copy point-to-point carries it
   char readable[kMaxReadable][kIdBytes] = {};  // GPUs whose memory this rank's GPU reads
   Slot slots[2];                               // calls alternate: a rank is at most one call ahead of a peer that waits for it
   std::atomic<uint64_t> arena_used{0};
   PersistentFlags flags[kMaxPersistent];
+  P2pEntry board[kP2pEntries];  // this rank's zero-copy point-to-point sends (zero_copy_p2p.cpp)
   char arena[kArenaBytes];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory counters must be lock-free");
@@ -213,6 +218,8 @@ struct NodeShare {
   std::map<std::pair<uint64_t, int64_t>, int64_t> published;
   std::map<std::pair<int, int64_t>, Plan> peer_plans;
   bool arena_full_logged = false;
+  std::mutex plans_mutex;  // published and peer_plans: point-to-point calls run on any thread
+  bool p2p = false;        // zero-copy point-to-point was enabled on the communicator (collectively)
   // A persistent collective was made on the communicator (every rank of it knows alike: the
   // init is collective). Its requests may outlive the communicator's handle (MPI allows
   // freeing a communicator that persistent requests still use) and are freed by each rank
@@ -255,6 +262,7 @@ struct NodeShare {
   // The arena offset of `plan` (placed for `count` elements of plan id `id`), publishing it
   // the first time; -1 when the arena is full.
   int64_t publish(const Plan &plan, uint64_t id, int64_t count) {
+    std::lock_guard<std::mutex> lock(plans_mutex);
     const auto key = std::make_pair(id, count);
     auto it = published.find(key);
     if (it != published.end()) return it->second;
@@ -281,6 +289,7 @@ struct NodeShare {
 
   // Node rank `peer`'s plan at arena offset `at` (published before the slot that names it).
   const Plan &peer_plan(int peer, int64_t at) {
+    std::lock_guard<std::mutex> lock(plans_mutex);
     const auto key = std::make_pair(peer, at);
     auto it = peer_plans.find(key);
     if (it != peer_plans.end()) return it->second;
@@ -317,6 +326,18 @@ int share_keyval() {
     return k;
   }();
   return keyval;
+}
+
+// 64 random bits (never 0), from the kernel's generator.
+uint64_t random_nonce() {
+  uint64_t n = 0;
+  if (FILE *f = std::fopen("/dev/urandom", "rb")) {
+    if (std::fread(&n, sizeof n, 1, f) != 1) n = 0;
+    std::fclose(f);
+  }
+  if (n == 0)
+    n = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull ^ uint64_t(getpid());
+  return n | 1;
 }
 
 // Collective on `comm` (its first blocking exchange collective): whether every rank takes
@@ -372,6 +393,7 @@ std::shared_ptr<NodeShare> make_share(MPI_Comm comm) {
   }
   Segment *mine = new (base) Segment;
   mine->pid = int32_t(getpid());
+  mine->nonce = random_nonce();
   // The GPUs this rank's GPU reads: its own and its peers'.
   share->home_device = b.use_device(0);
   b.use_device(share->home_device);
@@ -975,6 +997,7 @@ bool ZeroCopyPersistent::finished_now() {
 }
 
 void zero_copy_progress() {
+  p2p_progress();
   if (g_in_flight_count.load(std::memory_order_relaxed) == 0) return;
   std::unique_lock<std::mutex> lock(g_flight_mutex, std::try_to_lock);
   if (!lock.owns_lock()) return;  // another thread is at it
@@ -988,7 +1011,7 @@ void zero_copy_progress() {
   g_in_flight_count = g_in_flight.size();
 }
 
-bool zero_copy_in_flight() { return g_in_flight_count.load(std::memory_order_relaxed) > 0; }
+bool zero_copy_in_flight() { return g_in_flight_count.load(std::memory_order_relaxed) > 0 || p2p_in_flight(); }
 
 bool zero_copy_participates(MPI_Comm comm) {
   int inter = 0;
@@ -1016,5 +1039,39 @@ void zero_copy_shutdown() {
   g_stopped = true;
   mappings().clear();
 }
+
+// ---- What zero-copy point-to-point uses (node_share.hpp) -----------------------------------
+
+std::shared_ptr<NodeShare> node_share(MPI_Comm comm) { return share_of(comm); }
+
+std::shared_ptr<NodeShare> p2p_share(MPI_Comm comm) {
+  const int keyval = share_keyval();
+  if (keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL) return nullptr;
+  void *value = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, keyval, &value, &found) != MPI_SUCCESS || !found) return nullptr;
+  const std::shared_ptr<NodeShare> &s = *static_cast<std::shared_ptr<NodeShare> *>(value);
+  return s && s->p2p ? s : nullptr;
+}
+
+void set_p2p(NodeShare &s, bool on) { s.p2p = on; }
+int my_node_rank(const NodeShare &s) { return s.node_rank; }
+int node_rank_of(const NodeShare &s, int comm_rank) {
+  return comm_rank >= 0 && size_t(comm_rank) < s.node_of.size() ? s.node_of[size_t(comm_rank)] : -1;
+}
+MPI_Comm node_comm(const NodeShare &s) { return s.node; }
+int home_device(const NodeShare &s) { return s.home_device; }
+int32_t pid_of(const NodeShare &s, int node_rank) { return s.segments[size_t(node_rank)]->pid; }
+uint64_t nonce_of(const NodeShare &s, int node_rank) { return s.segments[size_t(node_rank)]->nonce; }
+bool reads_gpu(const NodeShare &s, int reader, const std::string &device) {
+  char id[kIdBytes];
+  copy_id(id, device);
+  return readable_by(*s.segments[size_t(reader)], id);
+}
+P2pEntry *board_of(NodeShare &s, int node_rank) { return s.segments[size_t(node_rank)]->board; }
+int64_t publish_plan(NodeShare &s, const Plan &plan, uint64_t id, int64_t count) { return s.publish(plan, id, count); }
+const Plan &peer_plan(NodeShare &s, int peer, int64_t at) { return s.peer_plan(peer, at); }
+Status map_peer_buffer(int32_t pid, const IpcHandle &h, void **base) { return mappings().get(pid, h, base); }
+std::string gpu_identity(int device) { return identity_of(device); }
 
 }  // namespace tempi

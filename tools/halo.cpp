@@ -22,6 +22,11 @@
 //                   is MPI_Startall + MPI_Waitall
 //   neighbor-persistent  the neighbor variant's call made once as MPI_Neighbor_alltoallw_init
 //                   (MPI 4); each exchange is MPI_Start + MPI_Wait
+//   zero-copy-p2p   the tempi variant's calls on a duplicate of the Cartesian communicator
+//                   on which the application opted into zero-copy point-to-point
+//                   (TEMPIX_Comm_enable_zero_copy, made once before any variant runs): the
+//                   receiving GPU reads each same-node send through CUDA IPC; n/a where it
+//                   is off (TEMPI_IPC=off, a rank without a GPU, TEMPI disabled)
 //   hand-fused      (CUDA builds) what a GPU code writes without datatypes: one kernel packs
 //                   the 26 slabs into one buffer, grouped by peer, one PMPI_Isend and one
 //                   PMPI_Irecv of contiguous bytes per peer (device buffers on a CUDA-aware
@@ -49,6 +54,8 @@
 #include "backend.hpp"
 #include "gpu_select.hpp"
 #include "runtime.hpp"
+#include "tempi.h"          // TEMPIX_Comm_enable_zero_copy (the zero-copy-p2p variant)
+#include "zero_copy_p2p.hpp"  // tempi::p2p_counts: how many of its sends went by zero-copy
 
 #ifdef TEMPI_HALO_FUSED
 // tools/halo_fused_kernels.cu (0 = success, else a CUDA error code).
@@ -97,7 +104,7 @@ ElemInfo elem_info(Elem e) {
 }
 
 const char *const kVariantNames[] = {"tempi",      "library-alone", "host-copy", "neighbor", "neighbor-library",
-                                     "persistent", "neighbor-persistent",
+                                     "persistent", "neighbor-persistent", "zero-copy-p2p",
 #ifdef TEMPI_HALO_FUSED
                                      "hand-fused", "fused-nccl"
 #endif
@@ -135,6 +142,8 @@ void usage(std::FILE *f) {
                "                      variants (default 5)\n"
                "  --variants LIST     comma-separated subset of the variants (default all):\n"
                "                      %s\n"
+               "                      (zero-copy-p2p: the tempi variant on a communicator with\n"
+               "                      TEMPIX_Comm_enable_zero_copy; n/a where zero-copy is off)\n"
 #ifdef TEMPI_HALO_FUSED
                "                      (fused-nccl needs NCCL at build time and one rank per GPU;\n"
                "                      it sets NCCL_NVLS_ENABLE=0 unless the environment sets it)\n"
@@ -339,12 +348,13 @@ struct Parts {
 };
 Parts g_parts;
 
-void exchange(const Halo &h, void *grid, IsendFn isend, IrecvFn irecv, WaitallFn waitall) {
+// `comm`: h.cart, or a duplicate of it (the same ranks).
+void exchange(const Halo &h, MPI_Comm comm, void *grid, IsendFn isend, IrecvFn irecv, WaitallFn waitall) {
   MPI_Request reqs[52];
   int k = 0;
   const double t0 = MPI_Wtime();
-  for (const auto &nb : h.neighbours) irecv(grid, 1, nb.recv_type, nb.rank, nb.recv_tag, h.cart, &reqs[k++]);
-  for (const auto &nb : h.neighbours) isend(grid, 1, nb.send_type, nb.rank, nb.send_tag, h.cart, &reqs[k++]);
+  for (const auto &nb : h.neighbours) irecv(grid, 1, nb.recv_type, nb.rank, nb.recv_tag, comm, &reqs[k++]);
+  for (const auto &nb : h.neighbours) isend(grid, 1, nb.send_type, nb.rank, nb.send_tag, comm, &reqs[k++]);
   const double t1 = MPI_Wtime();
   waitall(k, reqs, MPI_STATUSES_IGNORE);
   g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
@@ -485,6 +495,11 @@ struct Grid {
   std::vector<unsigned char> staging;       // the host-copy variant's host grid
   std::vector<MPI_Request> persistent;      // the persistent variant's 52 requests, made at first use
   MPI_Request neighbor_persistent = MPI_REQUEST_NULL;  // the neighbor-persistent variant's, made at first use
+  // zero-copy-p2p: a duplicate of the Cartesian communicator with zero-copy point-to-point
+  // enabled, and why the variant does not run here ("" when it does), both set by
+  // zero_copy_prepare (collective) before any variant runs.
+  MPI_Comm zero_copy = MPI_COMM_NULL;
+  std::string zero_copy_na = "n/a (not prepared)";
   Fused fused;       // hand-fused (pinned host buffers where the library is not CUDA-aware)
   Fused nccl_fused;  // fused-nccl (always device buffers: NCCL's kernels read and write them)
   // fused-nccl: why it does not run here ("" when it does), set by nccl_prepare (collective)
@@ -527,7 +542,7 @@ struct Variant {
 std::string always(const Grid &) { return ""; }
 
 bool exchange_tempi(const Halo &h, Grid &g) {
-  exchange(h, g.data, MPI_Isend, MPI_Irecv, MPI_Waitall);
+  exchange(h, h.cart, g.data, MPI_Isend, MPI_Irecv, MPI_Waitall);
   return true;
 }
 
@@ -535,7 +550,7 @@ std::string library_unavailable(const Grid &g) {
   return !g.on_gpu || tempi::mpi_is_cuda_aware() ? "" : "n/a (MPI library not CUDA-aware)";
 }
 bool exchange_library_alone(const Halo &h, Grid &g) {
-  exchange(h, g.data, PMPI_Isend, PMPI_Irecv, PMPI_Waitall);
+  exchange(h, h.cart, g.data, PMPI_Isend, PMPI_Irecv, PMPI_Waitall);
   return true;
 }
 
@@ -544,7 +559,7 @@ std::string host_copy_unavailable(const Grid &g) {
 }
 bool exchange_host_copy(const Halo &h, Grid &g) {
   bool ok = g.download(g.staging);
-  exchange(h, g.staging.data(), PMPI_Isend, PMPI_Irecv, PMPI_Waitall);
+  exchange(h, h.cart, g.staging.data(), PMPI_Isend, PMPI_Irecv, PMPI_Waitall);
   ok &= g.upload(g.staging);
   return ok;
 }
@@ -582,6 +597,25 @@ bool exchange_persistent(const Halo &h, Grid &g) {
   const double t1 = MPI_Wtime();
   MPI_Waitall(int(g.persistent.size()), g.persistent.data(), MPI_STATUSES_IGNORE);
   g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
+  return true;
+}
+
+// zero-copy-p2p: collective on h.cart, before any variant runs. The duplicate is made (and
+// later freed) even where zero-copy turns out off, so every rank does the same.
+void zero_copy_prepare(const Halo &h, Grid &g) {
+  MPI_Comm_dup(h.cart, &g.zero_copy);
+  int on = 0;
+  const int rc = TEMPIX_Comm_enable_zero_copy(g.zero_copy, 1, &on);  // *enabled: the same on every rank
+  if (!all_ranks(h, rc == MPI_SUCCESS)) {
+    g.zero_copy_na = "failed: TEMPIX_Comm_enable_zero_copy returned an error on some rank";
+  } else {
+    g.zero_copy_na = on ? "" : "n/a (zero-copy point-to-point is off: TEMPI_IPC=off, a rank without a GPU, "
+                               "or TEMPI disabled)";
+  }
+}
+std::string zero_copy_unavailable(const Grid &g) { return g.zero_copy_na; }
+bool exchange_zero_copy(const Halo &h, Grid &g) {
+  exchange(h, g.zero_copy, g.data, MPI_Isend, MPI_Irecv, MPI_Waitall);
   return true;
 }
 
@@ -785,6 +819,7 @@ const Variant kVariants[] = {
     {"neighbor-library", true, library_unavailable, exchange_neighbor_library},
     {"persistent", false, always, exchange_persistent},
     {"neighbor-persistent", false, persistent_collectives_unavailable, exchange_neighbor_persistent},
+    {"zero-copy-p2p", false, zero_copy_unavailable, exchange_zero_copy},
 #ifdef TEMPI_HALO_FUSED
     {"hand-fused", false, fused_unavailable, exchange_hand_fused},
     {"fused-nccl", false, fused_nccl_unavailable, exchange_fused_nccl},
@@ -801,6 +836,9 @@ struct Result {
   // the GPU synchronizations TEMPI made per exchange.
   double post_us = 0, wait_us = 0, syncs = 0;
   long long checked = 0, wrong = 0;
+  // Over every exchange of the variant (warm-up, timed, verification), summed over ranks:
+  // its sends, and those that went by zero-copy point-to-point (tempi::p2p_counts).
+  long long sends = 0, zero_copy_sends = 0;
 };
 
 double median(std::vector<double> v) {
@@ -822,6 +860,7 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
   const int iters = v.capped ? std::min(o.iters, o.baseline_iters) : o.iters;
   res.iters = iters;
 
+  const uint64_t zero_copy_before = tempi::p2p_counts().sends;
   bool ok = g.upload(initial);
   for (int i = 0; i < warmup; ++i) ok &= v.run(h, g);
   std::vector<double> local(static_cast<size_t>(iters)), worst(static_cast<size_t>(iters));
@@ -849,11 +888,15 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
   ok &= g.upload(initial);
   ok &= v.run(h, g);
   ok &= g.download(got);
-  long long counts[2] = {(long long)h.cells, ok ? (long long)count_wrong(h, got, expected) : (long long)h.cells};
-  long long totals[2] = {0, 0};
-  MPI_Allreduce(counts, totals, 2, MPI_LONG_LONG, MPI_SUM, h.cart);
+  long long counts[4] = {(long long)h.cells, ok ? (long long)count_wrong(h, got, expected) : (long long)h.cells,
+                         (long long)h.neighbours.size() * (warmup + iters + 1),
+                         (long long)(tempi::p2p_counts().sends - zero_copy_before)};
+  long long totals[4] = {0, 0, 0, 0};
+  MPI_Allreduce(counts, totals, 4, MPI_LONG_LONG, MPI_SUM, h.cart);
   res.checked = totals[0];
   res.wrong = totals[1];
+  res.sends = totals[2];
+  res.zero_copy_sends = totals[3];
   res.failed = !all_ranks(h, ok);
   return res;
 }
@@ -899,6 +942,10 @@ void print_header(const Halo &h, const Grid &g, const Options &o) {
               g.on_gpu ? ("GPU memory: " + gpu.device_name()).c_str() : "host memory (no GPU)");
   std::printf("  MPI library      %s\n", first_line(version).c_str());
   std::printf("  CUDA-aware       %s\n", tempi::mpi_is_cuda_aware() ? "yes" : "no");
+  if (std::find(o.variants.begin(), o.variants.end(), "zero-copy-p2p") != o.variants.end())
+    std::printf("  zero-copy p2p    %s\n",
+                g.zero_copy_na.empty() ? "on (TEMPIX_Comm_enable_zero_copy on a duplicate of the Cartesian communicator)"
+                                       : g.zero_copy_na.c_str());
 #ifdef TEMPI_HALO_FUSED
   if (std::find(o.variants.begin(), o.variants.end(), "fused-nccl") != o.variants.end())
     std::printf("  NCCL             %s\n", nccl_header(g).c_str());
@@ -954,6 +1001,10 @@ void print_table(const std::vector<Result> &results) {
     if (r.na.empty())
       std::printf("verify %s: %lld cells checked / %lld wrong (%d timed exchanges)\n", r.name.c_str(), r.checked,
                   r.wrong, r.iters);
+  for (const auto &r : results)
+    if (r.na.empty() && (r.name == "zero-copy-p2p" || r.zero_copy_sends))
+      std::printf("zero-copy %s: %lld of %lld sends went by zero-copy point-to-point (all ranks, all exchanges)\n",
+                  r.name.c_str(), r.zero_copy_sends, r.sends);
 }
 
 bool append_csv(const std::string &path, const Halo &h, const std::vector<Result> &results) {
@@ -1035,6 +1086,8 @@ int run(int argc, char **argv) {
     if (root) std::fprintf(stderr, "tempi_halo: could not allocate %zu bytes of GPU memory on some rank\n", h.bytes);
     rc = 1;
   } else {
+    // Collective, before the header: whether zero-copy-p2p runs here, and its communicator.
+    if (std::find(o.variants.begin(), o.variants.end(), "zero-copy-p2p") != o.variants.end()) zero_copy_prepare(h, grid);
 #ifdef TEMPI_HALO_FUSED
     // Collective, before the header: whether fused-nccl runs here, and its communicator.
     if (std::find(o.variants.begin(), o.variants.end(), "fused-nccl") != o.variants.end()) nccl_prepare(h, grid);
@@ -1063,6 +1116,7 @@ int run(int argc, char **argv) {
 #endif
   if (grid.on_gpu && grid.data) gpu.free_device(grid.data);
   free_halo(h);
+  if (grid.zero_copy != MPI_COMM_NULL) MPI_Comm_free(&grid.zero_copy);
   MPI_Comm_free(&h.cart);
   return rc;
 }

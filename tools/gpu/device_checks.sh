@@ -60,9 +60,16 @@ if [ "${SANITIZE:-1}" = 1 ] && [ -x $b/tests/gpu/test_gpu_storm ]; then
     echo "compute-sanitizer $tool (storm, 2 ranks) exit: $?"; grep -E "ERROR SUMMARY|test cases|All tests" "$out/sanitizer-storm-$tool-$mpi.log"
   done
 fi
+if [ "${SANITIZE:-1}" = 1 ] && [ -x $b/tests/gpu/test_gpu_zero_copy_p2p ]; then
+  for tool in memcheck racecheck; do
+    timeout 300 $launcher $margs -n 2 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 $b/tests/gpu/test_gpu_zero_copy_p2p \
+      > "$out/sanitizer-zc-p2p-$tool-$mpi.log" 2>&1
+    echo "compute-sanitizer $tool (zero-copy point-to-point, 2 ranks) exit: $?"; grep -E "ERROR SUMMARY|test cases|All tests" "$out/sanitizer-zc-p2p-$tool-$mpi.log"
+  done
+fi
 if [ "${HALO:-1}" = 1 ]; then
   for n in ${HALO_SIZES:-32 64 128}; do
-    run -n 2 $b/tools/tempi_halo --n $n --iters 50 --csv "$top/halo-$mpi.csv" ${HALO_ARGS:-} 2>&1 | tee -a "$top/halo-$mpi.txt" | grep -E "^tempi|^library|^host-copy|wrong|FAIL"
+    run -n 2 $b/tools/tempi_halo --n $n --iters 50 --csv "$top/halo-$mpi.csv" ${HALO_ARGS:-} 2>&1 | tee -a "$top/halo-$mpi.txt" | grep -E "^tempi|^library|^host-copy|^zero-copy|^hand-fused|^neighbor|^persistent|wrong|FAIL"
     TEMPI_METHOD=oneshot run -n 2 $b/tools/tempi_halo --n $n --iters 50 --variants tempi 2>&1 | grep -E "^tempi" | sed 's/^tempi/tempi(oneshot)/'
   done
   if [ "${HALO8:-1}" = 1 ]; then

@@ -1,0 +1,69 @@
+// What zero-copy point-to-point (zero_copy_p2p.cpp) uses of a communicator's node share,
+// the shared-memory segment per node rank that zero-copy collectives set up
+// (zero_copy.cpp, docs/design.md "Zero-copy collectives"): the ranks of the node, the GPUs
+// each rank's GPU can read, the plan arena, the cache of mapped peer allocations, and the
+// board of point-to-point entries that each rank's segment holds.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend.hpp"
+#include "plan.hpp"
+
+namespace tempi {
+
+struct NodeShare;
+
+// One message a rank sends by zero-copy, as its receiver reads it (docs/design.md,
+// "Zero-copy point-to-point"). It lives in the sender's segment; the control message that
+// the MPI library carries names it by index and serial.
+struct P2pEntry {
+  // 0 free; 1 posted (the receiver may read the buffer); 2 read (the receiver's GPU finished,
+  // or it refused the data: a truncated receive). Written last by whoever hands it on.
+  std::atomic<uint32_t> state{0};
+  int32_t dest = -1;     // the receiver's node rank
+  int32_t tag = 0;       // the application's tag
+  uint64_t serial = 0;   // the sender's count of zero-copy sends, never 0
+  int64_t bytes = 0;     // packed size of the message
+  int64_t plan_at = -1;  // the send plan's place in the sender's arena
+  int64_t offset = 0;    // where the plan starts, from the first byte of the allocation
+  IpcHandle handle;      // of the send buffer's allocation
+};
+constexpr int kP2pEntries = 256;  // zero-copy sends in flight per rank and communicator; more: the pack path
+
+// The communicator's node share, made if it has none (collective on `comm` then: every rank
+// must call). Null where zero-copy cannot run on it (TEMPI_IPC=off, a rank without a GPU,
+// no shared memory).
+std::shared_ptr<NodeShare> node_share(MPI_Comm comm);
+// The share of a communicator on which zero-copy point-to-point was enabled, else null
+// (never collective).
+std::shared_ptr<NodeShare> p2p_share(MPI_Comm comm);
+void set_p2p(NodeShare &s, bool on);
+
+int my_node_rank(const NodeShare &s);
+int node_rank_of(const NodeShare &s, int comm_rank);  // -1: on another node
+MPI_Comm node_comm(const NodeShare &s);
+int home_device(const NodeShare &s);
+int32_t pid_of(const NodeShare &s, int node_rank);
+uint64_t nonce_of(const NodeShare &s, int node_rank);  // a random number each segment publishes
+// Whether node rank `reader`'s GPU can read memory of the GPU with identity `device`.
+bool reads_gpu(const NodeShare &s, int reader, const std::string &device);
+P2pEntry *board_of(NodeShare &s, int node_rank);  // kP2pEntries entries
+
+// This rank's `plan` (for `count` elements of plan id `id`) in its arena, published the first
+// time: its offset, or -1 when the arena is full. Thread-safe.
+int64_t publish_plan(NodeShare &s, const Plan &plan, uint64_t id, int64_t count);
+// Node rank `peer`'s plan at arena offset `at`, read once. Thread-safe.
+const Plan &peer_plan(NodeShare &s, int peer, int64_t at);
+
+// Maps the allocation named by `h` of process `pid` on the current GPU (cached).
+Status map_peer_buffer(int32_t pid, const IpcHandle &h, void **base);
+// The identity (PCI bus id) of GPU `device`.
+std::string gpu_identity(int device);
+
+}  // namespace tempi

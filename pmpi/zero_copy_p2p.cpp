@@ -1,0 +1,525 @@
+#include "zero_copy_p2p.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <list>
+#include <mutex>
+
+#include "config.hpp"
+#include "errors.hpp"
+#include "forward.hpp"
+#include "log.hpp"
+#include "node_share.hpp"
+#include "runtime.hpp"
+#include "zero_copy.hpp"
+
+namespace tempi {
+
+namespace {
+
+constexpr uint64_t kMagic = 0x3143'5a49'504d'4554ull;  // "TEMPIZC1"
+
+// What the MPI library carries for a zero-copy message: kControlBytes, MPI_BYTE.
+struct Control {
+  uint64_t magic = kMagic;
+  uint64_t nonce = 0;   // the sender's segment's
+  uint64_t serial = 0;  // the entry's
+  int64_t bytes = 0;    // the message's packed size
+  uint32_t entry = 0;   // index in the sender's board
+  int32_t sender = 0;   // the sender's node rank
+  uint64_t reserved = 0;
+};
+static_assert(sizeof(Control) == kControlBytes, "the control message has a fixed size");
+
+std::atomic<uint64_t> g_serial{0}, g_reads{0}, g_sends{0};
+
+// An entry's states: P2pEntry::state's 0, 1 and 2, and this one: taken by a thread of this
+// process that fills it (no receiver looks at it, no other thread takes it).
+constexpr uint32_t kFilling = 3;
+
+// A free entry of this rank's board, taken, or -1.
+int take_entry(NodeShare &s) {
+  static std::atomic<uint32_t> cursor{0};
+  P2pEntry *board = board_of(s, my_node_rank(s));
+  const uint32_t from = cursor.load(std::memory_order_relaxed);
+  for (int k = 0; k < kP2pEntries; ++k) {
+    const int i = int((from + uint32_t(k)) % kP2pEntries);
+    uint32_t free_state = 0;
+    if (board[i].state.compare_exchange_strong(free_state, kFilling, std::memory_order_acq_rel)) {
+      cursor.store(uint32_t(i + 1), std::memory_order_relaxed);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void give_entry(P2pEntry &e) {
+  e.serial = 0;
+  e.state.store(0, std::memory_order_release);
+}
+
+// ---- The requests the application holds ------------------------------------------------
+
+struct Flight {
+  bool is_send = false;
+  MPI_Request outer = MPI_REQUEST_NULL;  // the application's generalized request (null: a blocking call)
+  MPI_Request inner = MPI_REQUEST_NULL;  // the library's request
+  MPI_Comm comm = MPI_COMM_NULL;
+  bool done = false;                     // outer completed (or, blocking, finished)
+  MPI_Status status{};                   // what the query reports
+  int error = MPI_SUCCESS;
+  // A send: its entry, and the control message the library carries.
+  std::shared_ptr<NodeShare> share;
+  int entry = -1;
+  Control control;
+  bool inner_done = false;
+  std::atomic<bool> cancel{false};  // MPI_Cancel asked; progress cancels the library's request
+  // A receive.
+  Incoming in;
+};
+
+std::atomic<int> g_failures{0};  // finished with an error, the handle not yet freed
+thread_local std::vector<std::pair<MPI_Request, int>> t_failed;  // freed with an error in this thread's call
+
+std::mutex g_mutex;  // g_flights; p2p_progress runs on one thread at a time
+std::list<std::shared_ptr<Flight>> g_flights;
+std::atomic<size_t> g_flight_count{0};
+
+int query_flight(void *extra, MPI_Status *status) {
+  const Flight &f = **static_cast<std::shared_ptr<Flight> *>(extra);
+  int is_cancelled = 0;
+  PMPI_Test_cancelled(&f.status, &is_cancelled);
+  MPI_Count bytes = 0;
+  if (!f.is_send) PMPI_Get_elements_x(&f.status, MPI_BYTE, &bytes);
+  PMPI_Status_set_elements_x(status, MPI_BYTE, bytes);
+  PMPI_Status_set_cancelled(status, is_cancelled);
+  status->MPI_SOURCE = f.is_send ? MPI_ANY_SOURCE : f.status.MPI_SOURCE;
+  status->MPI_TAG = f.is_send ? MPI_ANY_TAG : f.status.MPI_TAG;
+  status->MPI_ERROR = f.error;
+  return MPI_SUCCESS;  // the error was raised already; the completion call returns it (p2p_failed)
+}
+
+int free_flight(void *extra) {
+  auto *holder = static_cast<std::shared_ptr<Flight> *>(extra);
+  if ((*holder)->error != MPI_SUCCESS && (*holder)->done) {
+    t_failed.emplace_back((*holder)->outer, (*holder)->error);
+    --g_failures;
+  }
+  delete holder;
+  return MPI_SUCCESS;
+}
+
+// MPI_Cancel of the application's request: the library's request is cancelled if it can be
+// (a send whose control message no receive matched yet, a receive that matched nothing);
+// progress then completes the request as cancelled, or as usual.
+// It only asks: the library calls this holding its own locks, which progress (holding
+// g_mutex) may be waiting for.
+int cancel_flight(void *extra, int complete) {
+  if (!complete) (*static_cast<std::shared_ptr<Flight> *>(extra))->cancel = true;
+  return MPI_SUCCESS;
+}
+
+// Cancels the library's request of `f` once, where MPI_Cancel asked for it (under g_mutex).
+void cancel_if_asked(Flight &f) {
+  if (f.cancel.exchange(false) && f.inner != MPI_REQUEST_NULL) PMPI_Cancel(&f.inner);
+}
+
+int start_outer(std::shared_ptr<Flight> f, MPI_Request *request) {
+  auto *holder = new std::shared_ptr<Flight>(f);
+  const int err = PMPI_Grequest_start(query_flight, free_flight, cancel_flight, holder, request);
+  if (err != MPI_SUCCESS) {
+    delete holder;
+    return err;
+  }
+  f->outer = *request;
+  return MPI_SUCCESS;
+}
+
+void add_flight(std::shared_ptr<Flight> f) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_flights.push_back(std::move(f));
+  g_flight_count = g_flights.size();
+}
+
+// Spins until `f` finished, progressing every zero-copy message of this process (and the
+// library) meanwhile; says once every half minute what it waits for.
+void wait_flight(const Flight &f, const char *call) {
+  auto began = std::chrono::steady_clock::now();
+  for (uint64_t n = 1;; ++n) {
+    zero_copy_progress();
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      if (f.done) return;
+    }
+    if (n % 64 == 0) sched_yield();
+    if (n % 4096 == 0 && std::chrono::steady_clock::now() - began > std::chrono::seconds(30)) {
+      TEMPI_LOG(Warn, "%s: still waiting for a zero-copy message after 30 s", call);
+      began = std::chrono::steady_clock::now();
+    }
+  }
+}
+
+// A send's step: true when it finished (its receiver read the data, or its control message
+// was cancelled).
+bool advance_send(Flight &f) {
+  P2pEntry &e = board_of(*f.share, my_node_rank(*f.share))[f.entry];
+  if (!f.inner_done) {
+    cancel_if_asked(f);
+    int flag = 0;
+    MPI_Status st;
+    const int err = TEMPI_NEXT(MPI_Test)(&f.inner, &flag, &st);
+    if (err != MPI_SUCCESS) {  // the control message failed: nobody will read the buffer
+      f.error = err;
+      give_entry(e);
+      return true;
+    }
+    if (!flag) return false;
+    f.inner_done = true;
+    int cancelled = 0;
+    PMPI_Test_cancelled(&st, &cancelled);
+    if (cancelled) {
+      PMPI_Status_set_cancelled(&f.status, 1);
+      give_entry(e);
+      return true;
+    }
+  }
+  if (e.state.load(std::memory_order_acquire) != 2) return false;
+  give_entry(e);
+  return true;
+}
+
+// Whether control bytes `c` from node rank `sender` on (`status`'s tag) name a live entry of
+// that sender's board for this rank.
+bool is_control(NodeShare &s, int sender, const Control &c, const MPI_Status &status) {
+  if (c.magic != kMagic || c.sender != sender || c.nonce != nonce_of(s, sender) || c.entry >= uint32_t(kP2pEntries))
+    return false;
+  const P2pEntry &e = board_of(s, sender)[c.entry];
+  return e.state.load(std::memory_order_acquire) == 1 && e.serial == c.serial && e.dest == my_node_rank(s) &&
+         e.tag == status.MPI_TAG && e.bytes == c.bytes;
+}
+
+}  // namespace
+
+// ---- Enabling ------------------------------------------------------------------------------
+
+int p2p_enable(MPI_Comm comm, bool on, int *enabled) {
+  if (enabled) *enabled = 0;
+  if (comm == MPI_COMM_NULL) return raise_error(MPI_COMM_WORLD, MPI_ERR_COMM, "TEMPIX_Comm_enable_zero_copy: MPI_COMM_NULL");
+  int inter = 0;
+  if (const int err = PMPI_Comm_test_inter(comm, &inter)) return err;
+  // Every rank must agree, whatever it asked: the same decision at both ends of each message.
+  int all = on && !inter && active() ? 1 : 0;
+  if (const int err = PMPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, comm)) return err;
+  if (inter) return MPI_SUCCESS;
+  std::shared_ptr<NodeShare> share = all ? node_share(comm) : p2p_share(comm);  // collective the first time
+  if (!share) {
+    if (all) TEMPI_LOG(Info, "TEMPIX_Comm_enable_zero_copy: zero-copy is off on this communicator (TEMPI_IPC=off, or a rank without a GPU)");
+    return MPI_SUCCESS;
+  }
+  // Messages in flight were sent under the old setting: every rank finishes its own first.
+  for (bool any = true; any;) {
+    zero_copy_progress();
+    std::lock_guard<std::mutex> lock(g_mutex);
+    any = !g_flights.empty();
+  }
+  if (const int err = PMPI_Barrier(comm)) return err;
+  set_p2p(*share, all != 0);
+  if (enabled) *enabled = all;
+  return MPI_SUCCESS;
+}
+
+// ---- Sends ---------------------------------------------------------------------------------
+
+bool p2p_isend(IsendFn post, const char *call, const void *buf, int count, const SendPlan &sp, int dest, int tag,
+               MPI_Comm comm, MPI_Request *request, int &err) {
+  err = MPI_SUCCESS;
+  if (sp.kind != SendPlan::Kind::Pack || !sp.info || !sp.info->plan) return false;
+  std::shared_ptr<NodeShare> share = p2p_share(comm);
+  if (!share) return false;
+  const int to = node_rank_of(*share, dest);
+  if (to < 0 || to == my_node_rank(*share)) return false;
+  const int64_t bytes = sp.plan.packed_size();
+  if (bytes < config().p2p_zero_copy_min) return false;
+  Backend &b = gpu_backend();
+  const OnDeviceOf on_its_gpu(buf);
+  if (!reads_gpu(*share, to, gpu_identity(b.device_of(buf)))) return false;
+  IpcHandle handle;
+  if (b.ipc_export(buf, handle) != Status::Ok) return false;
+  const int64_t plan_at = publish_plan(*share, sp.plan, sp.info->plan->id, count);
+  if (plan_at < 0) return false;
+  const uint64_t serial = ++g_serial;
+  const int at = take_entry(*share);
+  if (at < 0) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      TEMPI_LOG(Debug, "%s: %d zero-copy sends in flight on a communicator; more take the pack path", call, kP2pEntries);
+    return false;
+  }
+  // MPI's order: this message reaches the library after every earlier send to `dest`; and
+  // the receiving GPU reads the buffer directly, so the application's work on it must be done.
+  engine().before_send(comm, dest);
+  P2pEntry &e = board_of(*share, my_node_rank(*share))[at];
+  if (const Status st = b.wait_default_stream(); st != Status::Ok) {
+    give_entry(e);
+    err = raise_error(comm, error_class_of(st), "%s: waiting for the GPU's default stream failed: %s", call,
+                      to_string(st));
+    return true;
+  }
+  e.dest = to;
+  e.tag = tag;
+  e.bytes = bytes;
+  e.plan_at = plan_at;
+  e.offset = handle.offset;
+  e.handle = handle;
+  e.serial = serial;
+  e.state.store(1, std::memory_order_release);
+
+  auto f = std::make_shared<Flight>();
+  f->is_send = true;
+  f->comm = comm;
+  f->share = share;
+  f->entry = at;
+  f->control.nonce = nonce_of(*share, my_node_rank(*share));
+  f->control.serial = serial;
+  f->control.bytes = bytes;
+  f->control.entry = uint32_t(at);
+  f->control.sender = my_node_rank(*share);
+  PMPI_Status_set_cancelled(&f->status, 0);
+  PMPI_Status_set_elements_x(&f->status, MPI_BYTE, 0);
+  err = post(&f->control, kControlBytes, MPI_BYTE, dest, tag, comm, &f->inner);
+  if (err != MPI_SUCCESS) {
+    give_entry(e);
+    return true;
+  }
+  err = start_outer(f, request);
+  if (err != MPI_SUCCESS) {
+    // The control message is on its way: the send still finishes, without a handle.
+    add_flight(f);
+    return true;
+  }
+  g_sends.fetch_add(1, std::memory_order_relaxed);
+  add_flight(std::move(f));
+  return true;
+}
+
+// ---- Receives ------------------------------------------------------------------------------
+
+namespace {
+
+std::shared_ptr<Flight> post_recv(Incoming &in, int source, int tag, MPI_Comm comm, int &err) {
+  auto f = std::make_shared<Flight>();
+  f->comm = comm;
+  err = TEMPI_NEXT(MPI_Irecv)(in.buf, in.count, in.type, source, tag, comm, &f->inner);
+  if (err != MPI_SUCCESS) return nullptr;
+  f->in = std::move(in);
+  return f;
+}
+
+}  // namespace
+
+int p2p_irecv(Incoming &in, int source, int tag, MPI_Comm comm, MPI_Request *request) {
+  int err = MPI_SUCCESS;
+  std::shared_ptr<Flight> f = post_recv(in, source, tag, comm, err);
+  if (!f) return err;
+  if ((err = start_outer(f, request)) != MPI_SUCCESS) {
+    PMPI_Cancel(&f->inner);
+    PMPI_Wait(&f->inner, MPI_STATUS_IGNORE);
+    return err;
+  }
+  add_flight(std::move(f));
+  return MPI_SUCCESS;
+}
+
+int p2p_recv(Incoming &in, int source, int tag, MPI_Comm comm, MPI_Status *status) {
+  int err = MPI_SUCCESS;
+  std::shared_ptr<Flight> f = post_recv(in, source, tag, comm, err);
+  if (!f) return err;
+  add_flight(f);
+  wait_flight(*f, "MPI_Recv");
+  if (status != MPI_STATUS_IGNORE) {
+    MPI_Status out;
+    query_flight(&f, &out);
+    *status = out;
+  }
+  return f->error;
+}
+
+// ---- Completing ----------------------------------------------------------------------------
+
+void p2p_take_controls(std::vector<Finishing> &batch) {
+  struct Read {
+    Finishing *f;
+    const Plan *from;
+    const void *from_typed;
+    int64_t bytes;
+    P2pEntry *entry;
+  };
+  struct OnGpu {
+    int device;
+    std::vector<Read> reads;
+    std::vector<PairJob> jobs;
+    Scratch scratch;
+    Fence fence;
+    Status status = Status::Ok;
+  };
+  std::vector<OnGpu> gpus;
+  Backend &b = gpu_backend();
+  for (Finishing &f : batch) {
+    Incoming &in = *f.in;
+    if (!in.p2p || in.finished || f.err != MPI_SUCCESS) continue;
+    int cancelled = 0;
+    PMPI_Test_cancelled(&f.status, &cancelled);
+    if (cancelled) continue;
+    MPI_Count received = 0;
+    PMPI_Get_elements_x(&f.status, MPI_BYTE, &received);
+    NodeShare &s = *in.p2p;
+    const int sender = node_rank_of(s, f.status.MPI_SOURCE);
+    Control c;
+    bool control = false;
+    if (received == kControlBytes && sender >= 0 && sender != my_node_rank(s)) {
+      if (in.transfer.method == Method::Device) {  // device staging (a CUDA-aware library)
+        const OnDeviceOf on_its_gpu(in.user);
+        control = b.copy(&c, in.staging.ptr, sizeof c) == Status::Ok && is_control(s, sender, c, f.status);
+      } else {
+        std::memcpy(&c, in.staging.ptr, sizeof c);
+        control = is_control(s, sender, c, f.status);
+      }
+    }
+    if (!control) {
+      if (received > in.capacity) {
+        in.finished = true;
+        f.result = raise_error(in.comm, MPI_ERR_TRUNCATE, "a message of %lld bytes arrived for a receive of %lld",
+                               static_cast<long long>(received), static_cast<long long>(in.capacity));
+        PMPI_Status_set_elements_x(&f.status, MPI_BYTE, in.capacity);
+      }
+      continue;  // data: the usual unpack
+    }
+    in.finished = true;
+    P2pEntry &e = board_of(s, sender)[c.entry];
+    if (c.bytes > in.capacity) {  // the sender's request completes; this receive reports the error
+      e.state.store(2, std::memory_order_release);
+      f.result = raise_error(in.comm, MPI_ERR_TRUNCATE, "a message of %lld bytes arrived for a receive of %lld",
+                             static_cast<long long>(c.bytes), static_cast<long long>(in.capacity));
+      PMPI_Status_set_elements_x(&f.status, MPI_BYTE, in.capacity);
+      continue;
+    }
+    const int device = b.device_of(in.user);
+    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const OnGpu &o) { return o.device == device; });
+    if (g == gpus.end()) g = gpus.insert(gpus.end(), OnGpu{device, {}, {}, {}, {}});
+    void *base = nullptr;
+    const int previous = device >= 0 ? b.use_device(device) : -1;
+    const Status st = map_peer_buffer(pid_of(s, sender), e.handle, &base);
+    if (previous >= 0) b.use_device(previous);
+    if (st != Status::Ok) {
+      e.state.store(2, std::memory_order_release);
+      f.result = raise_error(in.comm, error_class_of(st), "mapping a node peer's GPU buffer (zero-copy) failed: %s",
+                             to_string(st));
+      continue;
+    }
+    g->reads.push_back({&f, &peer_plan(s, sender, e.plan_at), static_cast<char *>(base) + e.offset, c.bytes, &e});
+  }
+  for (OnGpu &g : gpus) {
+    const int previous = g.device >= 0 ? b.use_device(g.device) : -1;
+    int64_t total = 0;
+    for (const Read &r : g.reads) total += (r.bytes + 255) & ~int64_t(255);
+    g.status = b.acquire(ScratchKind::Device, size_t(total), g.scratch);
+    if (g.status == Status::Ok) {
+      int64_t at = 0;
+      for (const Read &r : g.reads) {
+        g.jobs.push_back({r.from, r.from_typed, &r.f->in->plan, r.f->in->user, r.bytes,
+                          static_cast<char *>(g.scratch.ptr) + at});
+        at += (r.bytes + 255) & ~int64_t(255);
+      }
+      g.status = b.move_async(g.jobs, g.fence);
+    }
+    if (previous >= 0) b.use_device(previous);
+  }
+  for (OnGpu &g : gpus) {
+    const int previous = g.device >= 0 ? b.use_device(g.device) : -1;
+    if (g.status == Status::Ok) g.status = b.wait(g.fence);
+    if (previous >= 0) b.use_device(previous);
+    for (const Read &r : g.reads) {
+      r.entry->state.store(2, std::memory_order_release);  // the sender's buffer is free
+      if (g.status != Status::Ok) {
+        r.f->result = raise_error(r.f->in->comm, error_class_of(g.status),
+                                  "reading a node peer's GPU buffer (zero-copy) failed: %s", to_string(g.status));
+        continue;
+      }
+      PMPI_Status_set_elements_x(&r.f->status, MPI_BYTE, r.bytes);
+      g_reads.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+void p2p_progress() {
+  if (g_flight_count.load(std::memory_order_relaxed) == 0) return;
+  std::unique_lock<std::mutex> lock(g_mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // another thread is at it
+  std::vector<std::shared_ptr<Flight>> finished;
+  std::vector<Finishing> arrived;
+  std::vector<std::shared_ptr<Flight>> receivers;
+  for (auto it = g_flights.begin(); it != g_flights.end();) {
+    Flight &f = **it;
+    if (f.is_send) {
+      if (advance_send(f)) {
+        finished.push_back(*it);
+        it = g_flights.erase(it);
+        continue;
+      }
+    } else {
+      cancel_if_asked(f);
+      int flag = 0;
+      MPI_Status st;
+      const int err = TEMPI_NEXT(MPI_Test)(&f.inner, &flag, &st);
+      if (flag || err != MPI_SUCCESS) {
+        f.status = st;
+        f.error = err;
+        arrived.push_back({&f.in, st, err});
+        receivers.push_back(*it);
+        it = g_flights.erase(it);
+        continue;
+      }
+    }
+    ++it;
+  }
+  g_flight_count = g_flights.size();
+  if (!arrived.empty()) {
+    finish_recvs(arrived);
+    for (size_t k = 0; k < arrived.size(); ++k) {
+      Flight &f = *receivers[k];
+      f.status = arrived[k].status;
+      if (f.error == MPI_SUCCESS) f.error = arrived[k].result;
+      finished.push_back(receivers[k]);
+    }
+  }
+  for (auto &f : finished) {
+    f->done = true;
+    if (f->outer == MPI_REQUEST_NULL) continue;
+    if (f->error != MPI_SUCCESS) ++g_failures;
+    PMPI_Grequest_complete(f->outer);
+  }
+}
+
+bool p2p_in_flight() { return g_flight_count.load(std::memory_order_relaxed) > 0; }
+
+bool p2p_failures_pending() { return g_failures.load(std::memory_order_relaxed) > 0; }
+
+void p2p_clear_failed() { t_failed.clear(); }
+
+int p2p_failed(MPI_Request handle) {
+  for (auto it = t_failed.begin(); it != t_failed.end(); ++it)
+    if (it->first == handle) {
+      const int err = it->second;
+      t_failed.erase(it);
+      return err;
+    }
+  return MPI_SUCCESS;
+}
+
+P2pCounts p2p_counts() { return {g_reads.load(), g_sends.load()}; }
+
+}  // namespace tempi

@@ -1,0 +1,71 @@
+// Zero-copy point-to-point between GPUs of one node (docs/design.md, "Zero-copy
+// point-to-point"; the contract in docs/using.md). On a communicator where the application
+// enabled it (TEMPIX_Comm_enable_zero_copy, collective), a nonblocking send of GPU data to a
+// rank of the same node whose GPU can read the sender's carries, through the MPI library,
+// only a control message of kControlBytes on the application's communicator and tag (so
+// matching and ordering stay the library's); the receiving GPU reads the sender's typed
+// object through a cached IPC mapping and writes its own typed object in one kernel (one
+// launch for the messages that complete together), then tells the sender, whose request
+// completes. A control message is recognized by its size, a magic number, the sender's
+// random nonce and a live entry of the sender's board with the same serial, tag and
+// receiver: never by chance.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "engine.hpp"
+#include "messages.hpp"
+
+namespace tempi {
+
+constexpr int kControlBytes = 48;
+
+// TEMPIX_Comm_enable_zero_copy: collective on `comm`. *enabled: whether every rank of it has
+// zero-copy point-to-point on now (all must ask alike; TEMPI_IPC=off, a rank without a GPU or
+// an intercommunicator turn it off everywhere).
+int p2p_enable(MPI_Comm comm, bool on, int *enabled);
+
+// A nonblocking send planned as SendPlan::Kind::Pack: when it goes by zero-copy, posts the
+// control message through `post`, hands the application a generalized request in *request,
+// and returns true (`err`: the call's result). False: it takes the usual path.
+bool p2p_isend(IsendFn post, const char *call, const void *buf, int count, const SendPlan &sp, int dest, int tag,
+               MPI_Comm comm, MPI_Request *request, int &err);
+
+// A receive that prepare_recv marked (Incoming::p2p): posts the library's receive into the
+// staging and hands the application a generalized request that TEMPI completes
+// (p2p_progress), whether a control message or data arrives. Returns an MPI error code.
+int p2p_irecv(Incoming &in, int source, int tag, MPI_Comm comm, MPI_Request *request);
+// The blocking form: progresses every zero-copy message of this process while it waits.
+int p2p_recv(Incoming &in, int source, int tag, MPI_Comm comm, MPI_Status *status);
+
+// For receives that completed together (finish_recvs): those that got a control message
+// read the sender's object (one launch per GPU, one wait), tell their senders and get the
+// message's size in their status; data beyond a receive's own capacity (its staging is at
+// least kControlBytes) is a truncation. Each handled entry is marked finished.
+void p2p_take_controls(std::vector<Finishing> &batch);
+
+// Completes the zero-copy sends whose receivers finished reading and the receives that
+// completed (called by every completion call, through zero_copy_progress).
+void p2p_progress();
+bool p2p_in_flight();
+
+// Errors of zero-copy requests. A generalized request's error cannot take the communicator's
+// error handler through the library (MPICH raises it on MPI_COMM_WORLD's), so TEMPI raised it
+// when the request finished and its query reports success; the completion call that frees the
+// request returns the error instead. p2p_failures_pending: such requests exist, not yet freed.
+// p2p_failed: the error of `handle` if the library freed it with one on this thread since
+// p2p_clear_failed (taken once), else MPI_SUCCESS.
+bool p2p_failures_pending();
+void p2p_clear_failed();
+int p2p_failed(MPI_Request handle);
+
+// Messages this process read by zero-copy point-to-point, and sends it made that way (tests).
+struct P2pCounts {
+  uint64_t reads = 0, sends = 0;
+};
+P2pCounts p2p_counts();
+
+}  // namespace tempi

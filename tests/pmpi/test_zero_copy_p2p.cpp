@@ -1,0 +1,465 @@
+// Zero-copy point-to-point (pmpi/zero_copy_p2p.hpp) on a communicator where it was enabled
+// (TEMPIX_Comm_enable_zero_copy): every received byte against the MPI library's own
+// MPI_Pack/MPI_Unpack of host shadows of the same buffers, and counted: nonblocking GPU
+// sends to ranks of the node must go by zero-copy (unless TEMPI_IPC=off, or below
+// TEMPI_P2P_ZERO_COPY_MIN), the others by the pack path. Covers send and receive types that
+// differ, blocking, nonblocking and persistent receives, MPI_Sendrecv, wildcards with their
+// statuses, truncation (of a zero-copy message and of data that fits the enlarged staging),
+// cancelled receives, a send waited for before the receive that reads it, host messages of
+// exactly the control message's size (and one that starts with its magic number), send
+// buffers freed and allocated again, "nodes" smaller than the machine
+// (TEMPI_IPC_RANKS_PER_NODE), and threads.
+// Built on the emulated backend (mpi suite) and with P2P_REAL_GPU on real GPUs (gpu suite;
+// exit 77 without one), where a send buffer's contents land on the legacy default stream
+// after the call (default_stream_writer.cu).
+#define CATCH_CONFIG_RUNNER
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend.hpp"
+#include "tempi.h"
+#include "zero_copy_p2p.hpp"
+#if defined(P2P_REAL_GPU)
+#include "gpu_select.hpp"
+// tests/gpu/default_stream_writer.cu
+bool copy_on_default_stream_after(void *dst, const void *src, size_t bytes, double ms);
+#endif
+
+namespace {
+
+int g_rank = 0, g_size = 1;
+MPI_Comm g_zc = MPI_COMM_NULL;  // zero-copy point-to-point enabled
+int g_on = 0;
+
+uint8_t byte_at(uint64_t seed, size_t i) {
+  uint64_t h = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t(i) * 0xbf58476d1ce4e5b9ull);
+  h ^= h >> 31;
+  return uint8_t(h * 0x94d049bb133111ebull >> 56);
+}
+
+// A buffer in GPU or host memory with a host shadow (the reference runs on the shadow).
+struct Buf {
+  bool gpu;
+  size_t bytes;
+  void *ptr = nullptr;
+  std::vector<uint8_t> host;
+  Buf(bool on_gpu, size_t n, uint64_t seed) : gpu(on_gpu), bytes(n), host(n) {
+    for (size_t i = 0; i < n; ++i) host[i] = byte_at(seed, i);
+    if (gpu) {
+      REQUIRE(tempi::gpu_backend().allocate_device(n, &ptr) == tempi::Status::Ok);
+      REQUIRE(tempi::gpu_backend().copy(ptr, host.data(), n) == tempi::Status::Ok);
+    } else {
+      ptr = std::malloc(n);
+      std::memcpy(ptr, host.data(), n);
+    }
+  }
+  ~Buf() {
+    if (gpu) tempi::gpu_backend().free_device(ptr);
+    else std::free(ptr);
+  }
+  Buf(const Buf &) = delete;
+  Buf &operator=(const Buf &) = delete;
+  std::vector<uint8_t> contents() const {
+    std::vector<uint8_t> v(bytes);
+    if (gpu) REQUIRE(tempi::gpu_backend().copy(v.data(), ptr, bytes) == tempi::Status::Ok);
+    else std::memcpy(v.data(), ptr, bytes);
+    return v;
+  }
+};
+
+// Whether world rank `r` shares this rank's node (TEMPI_IPC_RANKS_PER_NODE).
+bool same_node(int r) {
+  const char *k = std::getenv("TEMPI_IPC_RANKS_PER_NODE");
+  const int per = k ? std::atoi(k) : 0;
+  return per <= 0 || r / per == g_rank / per;
+}
+int64_t zero_copy_min() {
+  const char *v = std::getenv("TEMPI_P2P_ZERO_COPY_MIN");
+  return v ? std::atoll(v) : 0;
+}
+// Whether a nonblocking GPU send of `bytes` packed bytes to `peer` goes by zero-copy.
+bool zero_copy_expected(int peer, int64_t bytes) {
+  return g_on && peer != g_rank && same_node(peer) && bytes >= zero_copy_min();
+}
+
+struct Types {
+  MPI_Datatype send = MPI_DATATYPE_NULL, recv = MPI_DATATYPE_NULL;
+  ~Types() {
+    if (send != MPI_DATATYPE_NULL) MPI_Type_free(&send);
+    if (recv != MPI_DATATYPE_NULL) MPI_Type_free(&recv);
+  }
+};
+
+// A strided send type and a receive type of the same signature laid out otherwise: `n`
+// blocks of 3 ints, every 5 ints, sent; received as blocks of 2 ints every 7.
+void make_types(int n, Types &t) {
+  MPI_Type_vector(n, 3, 5, MPI_INT, &t.send);
+  MPI_Type_commit(&t.send);
+  MPI_Type_vector(n * 3 / 2, 2, 7, MPI_INT, &t.recv);
+  MPI_Type_commit(&t.recv);
+}
+
+size_t span(MPI_Datatype t, int count) {
+  MPI_Aint lb = 0, extent = 0, tlb = 0, textent = 0;
+  MPI_Type_get_extent(t, &lb, &extent);
+  MPI_Type_get_true_extent(t, &tlb, &textent);
+  return size_t(tlb + textent + (count - 1) * extent);
+}
+
+// The receive buffer's expected bytes: `recv_shadow` with `send_shadow` packed by the send
+// type and unpacked by the receive type (the MPI library's own, on host memory).
+std::vector<uint8_t> expected(const std::vector<uint8_t> &send_shadow, MPI_Datatype st, int sc,
+                              std::vector<uint8_t> recv_shadow, MPI_Datatype rt, int rc) {
+  int packed = 0;
+  MPI_Pack_size(sc, st, MPI_COMM_SELF, &packed);
+  std::vector<char> tmp(size_t(packed) + 1);
+  int pos = 0;
+  MPI_Pack(send_shadow.data(), sc, st, tmp.data(), packed, &pos, MPI_COMM_SELF);
+  int at = 0;
+  MPI_Unpack(tmp.data(), pos, &at, recv_shadow.data(), rc, rt, MPI_COMM_SELF);
+  return recv_shadow;
+}
+
+int type_size(MPI_Datatype t) {
+  int s = 0;
+  MPI_Type_size(t, &s);
+  return s;
+}
+
+// Every rank sends one message to every rank (itself included) with Isend from GPU memory
+// and receives with `recv_kind` ("irecv", "recv", "persistent") into GPU memory.
+void exchange_all(const std::string &recv_kind, int blocks, uint64_t seed) {
+  Types t;
+  make_types(blocks, t);
+  const int rcount = 1, scount = 1;
+  const size_t ssize = span(t.send, scount), rsize = span(t.recv, rcount);
+  std::vector<std::unique_ptr<Buf>> sends, recvs;
+  for (int p = 0; p < g_size; ++p) {
+    sends.emplace_back(new Buf(true, ssize, seed * 1000 + uint64_t(g_rank * 31 + p)));
+    recvs.emplace_back(new Buf(true, rsize, seed * 7777 + uint64_t(p * 17 + g_rank)));
+  }
+  const tempi::P2pCounts before = tempi::p2p_counts();
+  std::vector<MPI_Request> rreq(size_t(g_size), MPI_REQUEST_NULL), sreq(size_t(g_size), MPI_REQUEST_NULL);
+  if (recv_kind != "recv")
+    for (int p = 0; p < g_size; ++p) {
+      if (recv_kind == "persistent") {
+        MPI_Recv_init(recvs[size_t(p)]->ptr, rcount, t.recv, p, 40 + p, g_zc, &rreq[size_t(p)]);
+        MPI_Start(&rreq[size_t(p)]);
+      } else {
+        MPI_Irecv(recvs[size_t(p)]->ptr, rcount, t.recv, p, 40 + p, g_zc, &rreq[size_t(p)]);
+      }
+    }
+  for (int p = 0; p < g_size; ++p)
+    REQUIRE(MPI_Isend(sends[size_t(p)]->ptr, scount, t.send, p, 40 + g_rank, g_zc, &sreq[size_t(p)]) == MPI_SUCCESS);
+  std::vector<MPI_Status> st(static_cast<size_t>(g_size));
+  if (recv_kind == "recv") {
+    for (int p = 0; p < g_size; ++p)
+      REQUIRE(MPI_Recv(recvs[size_t(p)]->ptr, rcount, t.recv, p, 40 + p, g_zc, &st[size_t(p)]) == MPI_SUCCESS);
+  } else {
+    REQUIRE(MPI_Waitall(g_size, rreq.data(), st.data()) == MPI_SUCCESS);
+  }
+  REQUIRE(MPI_Waitall(g_size, sreq.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+  const int64_t packed = int64_t(type_size(t.send)) * scount;
+  for (int p = 0; p < g_size; ++p) {
+    INFO("from rank " << p << ", receive " << recv_kind);
+    CHECK(st[size_t(p)].MPI_SOURCE == p);
+    CHECK(st[size_t(p)].MPI_TAG == 40 + p);
+    int elements = 0;
+    MPI_Get_count(&st[size_t(p)], MPI_INT, &elements);
+    CHECK(elements == packed / 4);
+    // The sender's shadow: what rank p's buffer to this rank held.
+    Buf ref(false, ssize, seed * 1000 + uint64_t(p * 31 + g_rank));
+    CHECK(recvs[size_t(p)]->contents() == expected(ref.host, t.send, scount, recvs[size_t(p)]->host, t.recv, rcount));
+  }
+  if (recv_kind == "persistent")
+    for (auto &r : rreq) MPI_Request_free(&r);
+  int expected_reads = 0, expected_sends = 0;
+  for (int p = 0; p < g_size; ++p) {
+    expected_reads += zero_copy_expected(p, packed);
+    expected_sends += zero_copy_expected(p, packed);
+  }
+  const tempi::P2pCounts after = tempi::p2p_counts();
+  CHECK(after.reads - before.reads == uint64_t(expected_reads));
+  CHECK(after.sends - before.sends == uint64_t(expected_sends));
+}
+
+TEST_CASE("zero-copy is on where it should be") {
+  const char *ipc = std::getenv("TEMPI_IPC");
+  const bool off = ipc && (!std::strcmp(ipc, "off") || !std::strcmp(ipc, "0"));
+  CHECK(g_on == (off ? 0 : 1));
+}
+
+TEST_CASE("Isend to every rank, received by MPI_Irecv, MPI_Recv and persistent receives") {
+  for (int blocks : {2, 64, 4096}) {
+    exchange_all("irecv", blocks, uint64_t(blocks));
+    exchange_all("recv", blocks, uint64_t(blocks) + 1);
+    exchange_all("persistent", blocks, uint64_t(blocks) + 2);
+  }
+}
+
+TEST_CASE("a send waited for before the receive that reads it, and MPI_Sendrecv receiving it") {
+  if (g_size < 2) return;
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) return;
+  Types t;
+  make_types(256, t);
+  Buf s(true, span(t.send, 1), 5 + uint64_t(g_rank)), r(true, span(t.recv, 1), 9 + uint64_t(g_rank));
+  Buf ref(false, s.bytes, 5 + uint64_t(peer));
+  MPI_Request sreq, rreq;
+  MPI_Irecv(r.ptr, 1, t.recv, peer, 3, g_zc, &rreq);
+  MPI_Isend(s.ptr, 1, t.send, peer, 3, g_zc, &sreq);
+  REQUIRE(MPI_Wait(&sreq, MPI_STATUS_IGNORE) == MPI_SUCCESS);  // the peer reads it in its own wait
+  REQUIRE(MPI_Wait(&rreq, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+
+  // MPI_Sendrecv: its receive gets the peer's zero-copy Isend; its send is packed.
+  Buf r2(true, r.bytes, 11 + uint64_t(g_rank));
+  int token = g_rank, got = -1;
+  MPI_Isend(s.ptr, 1, t.send, peer, 4, g_zc, &sreq);
+  MPI_Status st;
+  REQUIRE(MPI_Sendrecv(&token, 1, MPI_INT, peer, 5, r2.ptr, 1, t.recv, peer, 4, g_zc, &st) == MPI_SUCCESS);
+  MPI_Recv(&got, 1, MPI_INT, peer, 5, g_zc, MPI_STATUS_IGNORE);
+  REQUIRE(MPI_Wait(&sreq, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  int elements = 0;
+  MPI_Get_count(&st, t.recv, &elements);
+  CHECK(elements == 1);
+  CHECK(got == peer);
+  CHECK(r2.contents() == expected(ref.host, t.send, 1, r2.host, t.recv, 1));
+}
+
+TEST_CASE("wildcards: any source, any tag, and the statuses they report") {
+  if (g_size < 2) return;
+  Types t;
+  make_types(100, t);
+  const int64_t packed = type_size(t.send);
+  // Rank 0 receives one message from every other rank with MPI_ANY_SOURCE and MPI_ANY_TAG,
+  // nonblocking, then another each with blocking MPI_Recv.
+  for (int round = 0; round < 2; ++round) {
+    const int tag0 = round == 0 ? 100 : 200;
+    if (g_rank == 0) {
+      std::vector<std::unique_ptr<Buf>> r;
+      std::vector<MPI_Request> req(size_t(g_size - 1), MPI_REQUEST_NULL);
+      std::vector<MPI_Status> st(req.size());
+      for (int k = 0; k < g_size - 1; ++k) {
+        r.emplace_back(new Buf(true, span(t.recv, 1), 70 + uint64_t(k)));
+        if (round == 0) MPI_Irecv(r.back()->ptr, 1, t.recv, MPI_ANY_SOURCE, MPI_ANY_TAG, g_zc, &req[size_t(k)]);
+      }
+      if (round == 0) {
+        REQUIRE(MPI_Waitall(int(req.size()), req.data(), st.data()) == MPI_SUCCESS);
+      } else {
+        for (size_t k = 0; k < req.size(); ++k)
+          REQUIRE(MPI_Recv(r[k]->ptr, 1, t.recv, MPI_ANY_SOURCE, MPI_ANY_TAG, g_zc, &st[k]) == MPI_SUCCESS);
+      }
+      std::vector<int> seen(size_t(g_size), 0);
+      for (size_t k = 0; k < req.size(); ++k) {
+        const int src = st[k].MPI_SOURCE;
+        REQUIRE(src > 0);
+        REQUIRE(src < g_size);
+        ++seen[size_t(src)];
+        CHECK(st[k].MPI_TAG == tag0 + src);
+        MPI_Count n = 0;
+        MPI_Get_elements_x(&st[k], MPI_BYTE, &n);
+        CHECK(n == packed);
+        int count = 0;
+        MPI_Get_count(&st[k], t.recv, &count);
+        CHECK(count == 1);
+        Buf ref(false, span(t.send, 1), 60 + uint64_t(src) + uint64_t(round));
+        CHECK(r[k]->contents() == expected(ref.host, t.send, 1, r[k]->host, t.recv, 1));
+      }
+      for (int p = 1; p < g_size; ++p) CHECK(seen[size_t(p)] == 1);
+    } else {
+      Buf s(true, span(t.send, 1), 60 + uint64_t(g_rank) + uint64_t(round));
+      MPI_Request req;
+      MPI_Isend(s.ptr, 1, t.send, 0, tag0 + g_rank, g_zc, &req);
+      REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    }
+    MPI_Barrier(g_zc);
+  }
+}
+
+TEST_CASE("truncation: a zero-copy message, and data larger than the receive but not its staging") {
+  if (g_size < 2 || g_rank > 1) {
+    MPI_Barrier(g_zc);
+    return;
+  }
+  const int peer = 1 - g_rank;
+  // MPICH raises the errors of completion calls on MPI_COMM_WORLD, TEMPI on the request's
+  // communicator.
+  MPI_Comm_set_errhandler(g_zc, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  Types t;
+  make_types(64, t);
+  if (g_rank == 0) {
+    Buf s(true, span(t.send, 1), 21);
+    MPI_Request req;
+    MPI_Isend(s.ptr, 1, t.send, peer, 8, g_zc, &req);
+    CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);  // the sender completes normally
+    // Eight bytes, blocking (the pack path), into a receive of four: its staging holds 48.
+    Buf s8(true, 8, 22);
+    CHECK(MPI_Send(s8.ptr, 8, MPI_BYTE, peer, 9, g_zc) == MPI_SUCCESS);
+  } else {
+    Buf r(true, 4 * 10, 23);  // ten ints: fewer than the message's 192
+    MPI_Request req;
+    MPI_Irecv(r.ptr, 10, MPI_INT, peer, 8, g_zc, &req);
+    MPI_Status st;
+    int err = MPI_Wait(&req, &st);
+    int cls = 0;
+    MPI_Error_class(err, &cls);
+    CHECK(cls == MPI_ERR_TRUNCATE);
+    Buf r4(true, 4, 24);
+    err = MPI_Recv(r4.ptr, 4, MPI_BYTE, peer, 9, g_zc, &st);
+    MPI_Error_class(err, &cls);
+    CHECK(cls == MPI_ERR_TRUNCATE);
+  }
+  MPI_Comm_set_errhandler(g_zc, MPI_ERRORS_ARE_FATAL);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  MPI_Barrier(g_zc);
+}
+
+TEST_CASE("a cancelled receive, and host messages of the control message's size") {
+  Types t;
+  make_types(32, t);
+  {
+    Buf r(true, span(t.recv, 1), 31);
+    MPI_Request req;
+    MPI_Irecv(r.ptr, 1, t.recv, MPI_ANY_SOURCE, 999, g_zc, &req);
+    MPI_Cancel(&req);
+    MPI_Status st;
+    REQUIRE(MPI_Wait(&req, &st) == MPI_SUCCESS);
+    int cancelled = 0;
+    MPI_Test_cancelled(&st, &cancelled);
+    CHECK(cancelled == 1);
+    CHECK(r.contents() == r.host);
+  }
+  if (g_size < 2) return;
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) return;
+  // 48 bytes from host memory into a GPU receive: data, not a control message, even when
+  // it starts with TEMPI's magic number.
+  for (int variant = 0; variant < 2; ++variant) {
+    std::vector<uint8_t> host(tempi::kControlBytes);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = byte_at(41 + uint64_t(g_rank), i);
+    if (variant == 1) {
+      const uint64_t magic = 0x3143'5a49'504d'4554ull;
+      std::memcpy(host.data(), &magic, sizeof magic);
+    }
+    Buf r(true, 64, 42);
+    MPI_Request req;
+    MPI_Irecv(r.ptr, 64, MPI_BYTE, peer, 12, g_zc, &req);
+    MPI_Send(host.data(), int(host.size()), MPI_BYTE, peer, 12, g_zc);
+    MPI_Status st;
+    REQUIRE(MPI_Wait(&req, &st) == MPI_SUCCESS);
+    int n = 0;
+    MPI_Get_count(&st, MPI_BYTE, &n);
+    CHECK(n == tempi::kControlBytes);
+    std::vector<uint8_t> want = r.host;
+    for (size_t i = 0; i < size_t(tempi::kControlBytes); ++i) want[i] = byte_at(41 + uint64_t(peer), i);
+    if (variant == 1) {
+      const uint64_t magic = 0x3143'5a49'504d'4554ull;
+      std::memcpy(want.data(), &magic, sizeof magic);
+    }
+    CHECK(r.contents() == want);
+  }
+}
+
+TEST_CASE("send buffers freed and allocated again between messages") {
+  if (g_size < 2) return;
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) return;
+  Types t;
+  make_types(512, t);
+  for (uint64_t round = 0; round < 4; ++round) {
+    Buf s(true, span(t.send, 1), 300 + round * 10 + uint64_t(g_rank));
+    Buf r(true, span(t.recv, 1), 500 + round);
+    MPI_Request req[2];
+    MPI_Irecv(r.ptr, 1, t.recv, peer, 20, g_zc, &req[0]);
+    MPI_Isend(s.ptr, 1, t.send, peer, 20, g_zc, &req[1]);
+    REQUIRE(MPI_Waitall(2, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    Buf ref(false, s.bytes, 300 + round * 10 + uint64_t(peer));
+    CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+  }
+}
+
+#if defined(P2P_REAL_GPU)
+TEST_CASE("the send buffer's contents land on the legacy default stream after the call") {
+  if (g_size < 2) return;
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) return;
+  Types t;
+  make_types(1 << 16, t);
+  Buf s(true, span(t.send, 1), 700 + uint64_t(g_rank)), fresh(true, s.bytes, 800 + uint64_t(g_rank));
+  Buf r(true, span(t.recv, 1), 900);
+  MPI_Request req[2];
+  MPI_Irecv(r.ptr, 1, t.recv, peer, 30, g_zc, &req[0]);
+  REQUIRE(copy_on_default_stream_after(s.ptr, fresh.ptr, s.bytes, 20.0));
+  MPI_Isend(s.ptr, 1, t.send, peer, 30, g_zc, &req[1]);
+  REQUIRE(MPI_Waitall(2, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+  Buf ref(false, s.bytes, 800 + uint64_t(peer));
+  CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+}
+#endif
+
+TEST_CASE("threads exchanging on their own tags") {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE || g_size < 2) return;
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) return;
+  Types t;
+  make_types(300, t);
+  constexpr int kThreads = 4, kRounds = 8;
+  std::vector<int> wrong(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kThreads; ++k)
+    threads.emplace_back([&, k] {
+      for (int round = 0; round < kRounds; ++round) {
+        const uint64_t seed = 1000 + uint64_t(k * 100 + round * 2);
+        Buf s(true, span(t.send, 1), seed + uint64_t(g_rank)), r(true, span(t.recv, 1), seed + 7);
+        MPI_Request req[2];
+        MPI_Irecv(r.ptr, 1, t.recv, peer, 50 + k, g_zc, &req[0]);
+        MPI_Isend(s.ptr, 1, t.send, peer, 50 + k, g_zc, &req[1]);
+        MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+        Buf ref(false, s.bytes, seed + uint64_t(peer));
+        if (r.contents() != expected(ref.host, t.send, 1, r.host, t.recv, 1)) ++wrong[size_t(k)];
+      }
+    });
+  for (auto &th : threads) th.join();
+  for (int k = 0; k < kThreads; ++k) CHECK(wrong[size_t(k)] == 0);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+#if defined(P2P_REAL_GPU)
+  tempi::tools::select_gpu_before_mpi_init();
+#endif
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+#if defined(P2P_REAL_GPU)
+  if (!tempi::gpu_backend().has_gpu()) {
+    if (g_rank == 0) std::printf("SKIP: no usable GPU\n");
+    MPI_Finalize();
+    return 77;
+  }
+#endif
+  MPI_Comm_dup(MPI_COMM_WORLD, &g_zc);
+  if (TEMPIX_Comm_enable_zero_copy(g_zc, 1, &g_on) != MPI_SUCCESS) {
+    std::printf("TEMPIX_Comm_enable_zero_copy failed\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  int result = Catch::Session().run(argc, argv);
+  MPI_Comm_free(&g_zc);
+  int worst = 0;
+  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}

@@ -77,6 +77,7 @@ struct Flight {
   int entry = -1;
   Control control;
   bool inner_done = false;
+  bool reading = false;  // a receive whose control message's read is on the GPU
   std::atomic<bool> cancel{false};  // MPI_Cancel asked; progress cancels the library's request
   // A receive.
   Incoming in;
@@ -350,23 +351,33 @@ int p2p_recv(Incoming &in, int source, int tag, MPI_Comm comm, MPI_Status *statu
 
 // ---- Completing ----------------------------------------------------------------------------
 
-void p2p_take_controls(std::vector<Finishing> &batch) {
+namespace {
+
+// The reads of control messages that arrived together, on one GPU: issued at once, finished
+// (their senders told, their receives complete) when the GPU is done.
+struct Reads {
+  int device = -1;
   struct Read {
-    Finishing *f;
+    Finishing *f;  // null once the batch outlives its Finishing entries (progress: `flights`)
     const Plan *from;
     const void *from_typed;
     int64_t bytes;
     P2pEntry *entry;
+    Incoming *in;
   };
-  struct OnGpu {
-    int device;
-    std::vector<Read> reads;
-    std::vector<PairJob> jobs;
-    Scratch scratch;
-    Fence fence;
-    Status status = Status::Ok;
-  };
-  std::vector<OnGpu> gpus;
+  std::vector<Read> reads;
+  std::vector<PairJob> jobs;
+  Scratch scratch;
+  Fence fence;
+  Status status = Status::Ok;
+  std::vector<std::shared_ptr<Flight>> flights;  // progress: the receives these reads finish
+};
+
+// Recognizes the control messages among receives that completed together, checks their
+// sizes, and issues their reads (one launch per GPU). Marks every receive it handled
+// finished; data beyond a receive's capacity is a truncation.
+std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
+  std::vector<Reads> gpus;
   Backend &b = gpu_backend();
   for (Finishing &f : batch) {
     Incoming &in = *f.in;
@@ -389,27 +400,24 @@ void p2p_take_controls(std::vector<Finishing> &batch) {
         control = is_control(s, sender, c, f.status);
       }
     }
-    if (!control) {
-      if (received > in.capacity) {
-        in.finished = true;
-        f.result = raise_error(in.comm, MPI_ERR_TRUNCATE, "a message of %lld bytes arrived for a receive of %lld",
-                               static_cast<long long>(received), static_cast<long long>(in.capacity));
-        PMPI_Status_set_elements_x(&f.status, MPI_BYTE, in.capacity);
-      }
-      continue;  // data: the usual unpack
-    }
-    in.finished = true;
-    P2pEntry &e = board_of(s, sender)[c.entry];
-    if (c.bytes > in.capacity) {  // the sender's request completes; this receive reports the error
-      e.state.store(2, std::memory_order_release);
+    const int64_t bytes = control ? c.bytes : int64_t(received);
+    if (bytes > in.capacity) {  // a sender of a control message completes; the receive reports it
+      in.finished = true;
+      if (control) board_of(s, sender)[c.entry].state.store(2, std::memory_order_release);
       f.result = raise_error(in.comm, MPI_ERR_TRUNCATE, "a message of %lld bytes arrived for a receive of %lld",
-                             static_cast<long long>(c.bytes), static_cast<long long>(in.capacity));
+                             static_cast<long long>(bytes), static_cast<long long>(in.capacity));
       PMPI_Status_set_elements_x(&f.status, MPI_BYTE, in.capacity);
       continue;
     }
+    if (!control) continue;  // data: the usual unpack
+    in.finished = true;
+    P2pEntry &e = board_of(s, sender)[c.entry];
     const int device = b.device_of(in.user);
-    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const OnGpu &o) { return o.device == device; });
-    if (g == gpus.end()) g = gpus.insert(gpus.end(), OnGpu{device, {}, {}, {}, {}});
+    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const Reads &o) { return o.device == device; });
+    if (g == gpus.end()) {
+      g = gpus.insert(gpus.end(), Reads{});
+      g->device = device;
+    }
     void *base = nullptr;
     const int previous = device >= 0 ? b.use_device(device) : -1;
     const Status st = map_peer_buffer(pid_of(s, sender), e.handle, &base);
@@ -420,17 +428,18 @@ void p2p_take_controls(std::vector<Finishing> &batch) {
                              to_string(st));
       continue;
     }
-    g->reads.push_back({&f, &peer_plan(s, sender, e.plan_at), static_cast<char *>(base) + e.offset, c.bytes, &e});
+    PMPI_Status_set_elements_x(&f.status, MPI_BYTE, c.bytes);
+    g->reads.push_back({&f, &peer_plan(s, sender, e.plan_at), static_cast<char *>(base) + e.offset, c.bytes, &e, &in});
   }
-  for (OnGpu &g : gpus) {
+  for (Reads &g : gpus) {
     const int previous = g.device >= 0 ? b.use_device(g.device) : -1;
     int64_t total = 0;
-    for (const Read &r : g.reads) total += (r.bytes + 255) & ~int64_t(255);
+    for (const Reads::Read &r : g.reads) total += (r.bytes + 255) & ~int64_t(255);
     g.status = b.acquire(ScratchKind::Device, size_t(total), g.scratch);
     if (g.status == Status::Ok) {
       int64_t at = 0;
-      for (const Read &r : g.reads) {
-        g.jobs.push_back({r.from, r.from_typed, &r.f->in->plan, r.f->in->user, r.bytes,
+      for (const Reads::Read &r : g.reads) {
+        g.jobs.push_back({r.from, r.from_typed, &r.in->plan, r.in->user, r.bytes,
                           static_cast<char *>(g.scratch.ptr) + at});
         at += (r.bytes + 255) & ~int64_t(255);
       }
@@ -438,20 +447,44 @@ void p2p_take_controls(std::vector<Finishing> &batch) {
     }
     if (previous >= 0) b.use_device(previous);
   }
-  for (OnGpu &g : gpus) {
+  return gpus;
+}
+
+// Whether the reads of `g` finished (wait: until they have); then tells their senders and
+// returns the error (raised on the receive's communicator) in `err`.
+bool reads_done(Reads &g, bool wait, int &err) {
+  Backend &b = gpu_backend();
+  err = MPI_SUCCESS;
+  if (g.status == Status::Ok) {
     const int previous = g.device >= 0 ? b.use_device(g.device) : -1;
-    if (g.status == Status::Ok) g.status = b.wait(g.fence);
-    if (previous >= 0) b.use_device(previous);
-    for (const Read &r : g.reads) {
-      r.entry->state.store(2, std::memory_order_release);  // the sender's buffer is free
-      if (g.status != Status::Ok) {
-        r.f->result = raise_error(r.f->in->comm, error_class_of(g.status),
-                                  "reading a node peer's GPU buffer (zero-copy) failed: %s", to_string(g.status));
-        continue;
-      }
-      PMPI_Status_set_elements_x(&r.f->status, MPI_BYTE, r.bytes);
-      g_reads.fetch_add(1, std::memory_order_relaxed);
+    if (!wait && !b.query(g.fence)) {
+      if (previous >= 0) b.use_device(previous);
+      return false;
     }
+    g.status = b.wait(g.fence);
+    if (previous >= 0) b.use_device(previous);
+  }
+  for (const Reads::Read &r : g.reads) r.entry->state.store(2, std::memory_order_release);  // the sender's buffer is free
+  if (g.status != Status::Ok)
+    err = raise_error(g.reads.front().in->comm, error_class_of(g.status),
+                      "reading a node peer's GPU buffer (zero-copy) failed: %s", to_string(g.status));
+  else
+    g_reads.fetch_add(g.reads.size(), std::memory_order_relaxed);
+  return true;
+}
+
+std::list<Reads> g_reading;  // under g_mutex: reads issued by progress, not finished
+
+}  // namespace
+
+void p2p_take_controls(std::vector<Finishing> &batch) {
+  std::vector<Reads> gpus = issue_reads(batch);
+  for (Reads &g : gpus) {
+    int err = MPI_SUCCESS;
+    reads_done(g, true, err);
+    if (err != MPI_SUCCESS)
+      for (const Reads::Read &r : g.reads)
+        if (r.f->result == MPI_SUCCESS) r.f->result = err;
   }
 }
 
@@ -460,8 +493,21 @@ void p2p_progress() {
   std::unique_lock<std::mutex> lock(g_mutex, std::try_to_lock);
   if (!lock.owns_lock()) return;  // another thread is at it
   std::vector<std::shared_ptr<Flight>> finished;
-  std::vector<Finishing> arrived;
-  std::vector<std::shared_ptr<Flight>> receivers;
+  // Reads issued in earlier rounds: their receives finish once the GPU is done.
+  for (auto it = g_reading.begin(); it != g_reading.end();) {
+    int err = MPI_SUCCESS;
+    if (!reads_done(*it, false, err)) {
+      ++it;
+      continue;
+    }
+    for (auto &f : it->flights) {
+      if (f->error == MPI_SUCCESS) f->error = err;
+      finished.push_back(f);
+    }
+    it = g_reading.erase(it);
+  }
+  // Receives waiting for the library: tested in one call.
+  std::vector<std::shared_ptr<Flight>> waiting;
   for (auto it = g_flights.begin(); it != g_flights.end();) {
     Flight &f = **it;
     if (f.is_send) {
@@ -470,38 +516,74 @@ void p2p_progress() {
         it = g_flights.erase(it);
         continue;
       }
-    } else {
+    } else if (!f.reading) {
       cancel_if_asked(f);
-      int flag = 0;
-      MPI_Status st;
-      const int err = TEMPI_NEXT(MPI_Test)(&f.inner, &flag, &st);
-      if (flag || err != MPI_SUCCESS) {
-        f.status = st;
-        f.error = err;
-        arrived.push_back({&f.in, st, err});
-        receivers.push_back(*it);
-        it = g_flights.erase(it);
-        continue;
-      }
+      waiting.push_back(*it);
     }
     ++it;
   }
-  g_flight_count = g_flights.size();
+  std::vector<Finishing> arrived;
+  std::vector<std::shared_ptr<Flight>> receivers;
+  if (!waiting.empty()) {
+    std::vector<MPI_Request> inner(waiting.size());
+    for (size_t k = 0; k < waiting.size(); ++k) inner[k] = waiting[k]->inner;
+    std::vector<int> index(waiting.size());
+    std::vector<MPI_Status> st(waiting.size());
+    int done = 0;
+    const int err = TEMPI_NEXT(MPI_Testsome)(int(inner.size()), inner.data(), &done, index.data(), st.data());
+    if (err != MPI_SUCCESS && err != MPI_ERR_IN_STATUS) {  // no statuses: test each for its own error
+      done = 0;
+      for (size_t k = 0; k < waiting.size(); ++k) {
+        int flag = 0;
+        const int e = TEMPI_NEXT(MPI_Test)(&inner[k], &flag, &st[size_t(done)]);
+        if (flag || e != MPI_SUCCESS) {
+          st[size_t(done)].MPI_ERROR = e;
+          index[size_t(done++)] = int(k);
+        }
+      }
+    }
+    for (int d = 0; d < done && done != MPI_UNDEFINED; ++d) {
+      Flight &f = *waiting[size_t(index[size_t(d)])];
+      f.inner = inner[size_t(index[size_t(d)])];
+      const MPI_Status &one = st[size_t(d)];
+      const int e = err == MPI_SUCCESS ? MPI_SUCCESS : one.MPI_ERROR;
+      f.status = one;
+      f.error = e;
+      arrived.push_back({&f.in, one, e});
+      receivers.push_back(waiting[size_t(index[size_t(d)])]);
+    }
+  }
   if (!arrived.empty()) {
-    finish_recvs(arrived);
+    // Control messages: their reads are issued now and finish in a later round, so that
+    // messages arriving one after another overlap on the GPU instead of waiting in turn.
+    std::vector<Reads> issued = issue_reads(arrived);
+    for (Reads &g : issued) {
+      for (Reads::Read &r : g.reads) {
+        const size_t k = size_t(r.f - arrived.data());
+        receivers[k]->status = r.f->status;
+        receivers[k]->reading = true;
+        g.flights.push_back(receivers[k]);
+        r.f = nullptr;
+      }
+      g_reading.push_back(std::move(g));
+    }
+    finish_recvs(arrived);  // data (the rest are finished already)
     for (size_t k = 0; k < arrived.size(); ++k) {
       Flight &f = *receivers[k];
+      if (f.reading) continue;
       f.status = arrived[k].status;
       if (f.error == MPI_SUCCESS) f.error = arrived[k].result;
       finished.push_back(receivers[k]);
     }
   }
   for (auto &f : finished) {
+    if (!f->is_send) g_flights.remove(f);
     f->done = true;
     if (f->outer == MPI_REQUEST_NULL) continue;
     if (f->error != MPI_SUCCESS) ++g_failures;
     PMPI_Grequest_complete(f->outer);
   }
+  g_flight_count = g_flights.size();
 }
 
 bool p2p_in_flight() { return g_flight_count.load(std::memory_order_relaxed) > 0; }

@@ -142,6 +142,7 @@ void Engine::flush() {
 }
 
 void Engine::before_send(MPI_Comm comm, int dest) {
+  if (p2p_queued()) p2p_post_queued(comm, dest);
   if (!busy()) return;
   bool earlier = false;
   {
@@ -159,6 +160,7 @@ Engine &engine() {
 
 int start_deferred_send(IsendFn post_fn, const char *call, const void *buf, SendPlan &sp, Outgoing &out, int dest,
                         int tag, MPI_Comm comm, MPI_Request *request) {
+  if (p2p_queued()) p2p_post_queued(comm, dest);  // earlier zero-copy sends to dest go first
   MPI_Request outer = MPI_REQUEST_NULL;
   if (const int err = PMPI_Grequest_start(query_send, free_send, cancel_send, nullptr, &outer))
     return raise_error(comm, err, "%s: cannot create the request for a GPU send", call);

@@ -77,9 +77,16 @@ Engine &engine();
 // Runs the engine's flush when it has work: the first thing every call that may block
 // does. This thread's queued MPI_Pack/MPI_Unpack moves (TEMPI_DEFER_PACK=2) are launched
 // first, so that whatever the call hands on finds them ahead of it on the stream.
+// Zero-copy sends (zero_copy_p2p.cpp) whose control messages wait to be posted together
+// (one wait for the legacy default stream): whether there are any, and posting those to
+// (comm, dest), or every one (MPI_COMM_NULL). Every send to a destination posts these first.
+bool p2p_queued();
+void p2p_post_queued(MPI_Comm comm, int dest);
+
 inline void flush_sends() {
   if (moves_queued()) launch_queued_moves();
   if (engine().busy()) engine().flush();
+  if (p2p_queued()) p2p_post_queued(MPI_COMM_NULL, MPI_ANY_SOURCE);
 }
 
 // Starts a nonblocking send that TEMPI packs (plan_send gave SendPlan::Kind::Pack)

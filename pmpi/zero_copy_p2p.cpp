@@ -72,9 +72,11 @@ struct Flight {
   bool done = false;                     // outer completed (or, blocking, finished)
   MPI_Status status{};                   // what the query reports
   int error = MPI_SUCCESS;
-  // A send: its entry, and the control message the library carries.
+  // A send: its entry, the control message the library carries, and how to post it.
   std::shared_ptr<NodeShare> share;
   int entry = -1;
+  IsendFn post = nullptr;
+  int dest = 0, tag = 0, device = -1;
   Control control;
   bool inner_done = false;
   bool reading = false;  // a receive whose control message's read is on the GPU
@@ -85,6 +87,10 @@ struct Flight {
 
 std::atomic<int> g_failures{0};  // finished with an error, the handle not yet freed
 thread_local std::vector<std::pair<MPI_Request, int>> t_failed;  // freed with an error in this thread's call
+
+std::mutex g_queue_mutex;  // g_queue: zero-copy sends whose control messages are not posted yet
+std::list<std::shared_ptr<Flight>> g_queue;
+std::atomic<size_t> g_queued{0};
 
 std::mutex g_mutex;  // g_flights; p2p_progress runs on one thread at a time
 std::list<std::shared_ptr<Flight>> g_flights;
@@ -222,6 +228,7 @@ int p2p_enable(MPI_Comm comm, bool on, int *enabled) {
     return MPI_SUCCESS;
   }
   // Messages in flight were sent under the old setting: every rank finishes its own first.
+  p2p_post_queued(MPI_COMM_NULL, MPI_ANY_SOURCE);
   for (bool any = true; any;) {
     zero_copy_progress();
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -260,16 +267,9 @@ bool p2p_isend(IsendFn post, const char *call, const void *buf, int count, const
       TEMPI_LOG(Debug, "%s: %d zero-copy sends in flight on a communicator; more take the pack path", call, kP2pEntries);
     return false;
   }
-  // MPI's order: this message reaches the library after every earlier send to `dest`; and
-  // the receiving GPU reads the buffer directly, so the application's work on it must be done.
+  // MPI's order: this message reaches the library after every earlier send to `dest`.
   engine().before_send(comm, dest);
   P2pEntry &e = board_of(*share, my_node_rank(*share))[at];
-  if (const Status st = b.wait_default_stream(); st != Status::Ok) {
-    give_entry(e);
-    err = raise_error(comm, error_class_of(st), "%s: waiting for the GPU's default stream failed: %s", call,
-                      to_string(st));
-    return true;
-  }
   e.dest = to;
   e.tag = tag;
   e.bytes = bytes;
@@ -277,13 +277,16 @@ bool p2p_isend(IsendFn post, const char *call, const void *buf, int count, const
   e.offset = handle.offset;
   e.handle = handle;
   e.serial = serial;
-  e.state.store(1, std::memory_order_release);
 
   auto f = std::make_shared<Flight>();
   f->is_send = true;
   f->comm = comm;
   f->share = share;
   f->entry = at;
+  f->post = post;
+  f->dest = dest;
+  f->tag = tag;
+  f->device = b.device_of(buf);
   f->control.nonce = nonce_of(*share, my_node_rank(*share));
   f->control.serial = serial;
   f->control.bytes = bytes;
@@ -291,20 +294,70 @@ bool p2p_isend(IsendFn post, const char *call, const void *buf, int count, const
   f->control.sender = my_node_rank(*share);
   PMPI_Status_set_cancelled(&f->status, 0);
   PMPI_Status_set_elements_x(&f->status, MPI_BYTE, 0);
-  err = post(&f->control, kControlBytes, MPI_BYTE, dest, tag, comm, &f->inner);
-  if (err != MPI_SUCCESS) {
+  if ((err = start_outer(f, request)) != MPI_SUCCESS) {
     give_entry(e);
     return true;
   }
-  err = start_outer(f, request);
-  if (err != MPI_SUCCESS) {
-    // The control message is on its way: the send still finishes, without a handle.
-    add_flight(f);
-    return true;
-  }
+  // The control message waits for the next call that posts sends (flush_sends, a send to
+  // the same destination): the sends started together then wait for the default stream once.
+  std::lock_guard<std::mutex> lock(g_queue_mutex);
+  g_queue.push_back(std::move(f));
+  g_queued = g_queue.size();
   g_sends.fetch_add(1, std::memory_order_relaxed);
-  add_flight(std::move(f));
   return true;
+}
+
+bool p2p_queued() { return g_queued.load(std::memory_order_relaxed) > 0; }
+
+void p2p_post_queued(MPI_Comm comm, int dest) {
+  std::vector<std::shared_ptr<Flight>> ready;
+  {
+    std::lock_guard<std::mutex> lock(g_queue_mutex);
+    for (auto it = g_queue.begin(); it != g_queue.end();)
+      if (comm == MPI_COMM_NULL || ((*it)->comm == comm && (*it)->dest == dest)) {
+        ready.push_back(std::move(*it));
+        it = g_queue.erase(it);
+      } else {
+        ++it;
+      }
+    g_queued = g_queue.size();
+  }
+  if (ready.empty()) return;
+  // The receiving GPUs read the buffers directly: the application's work on them (the legacy
+  // default stream of each buffer's GPU) must be done first.
+  Backend &b = gpu_backend();
+  std::vector<std::pair<int, Status>> waited;
+  for (const auto &f : ready) {
+    if (std::any_of(waited.begin(), waited.end(), [&](const auto &w) { return w.first == f->device; })) continue;
+    const int previous = f->device >= 0 ? b.use_device(f->device) : -1;
+    waited.emplace_back(f->device, b.wait_default_stream());
+    if (previous >= 0) b.use_device(previous);
+  }
+  for (auto &f : ready) {
+    P2pEntry &e = board_of(*f->share, my_node_rank(*f->share))[f->entry];
+    const Status st = std::find_if(waited.begin(), waited.end(), [&](const auto &w) { return w.first == f->device; })->second;
+    if (f->cancel.exchange(false)) {  // MPI_Cancel before it was posted
+      give_entry(e);
+      PMPI_Status_set_cancelled(&f->status, 1);
+    } else if (st != Status::Ok) {
+      give_entry(e);
+      f->error = raise_error(f->comm, error_class_of(st), "waiting for the GPU's default stream failed: %s",
+                             to_string(st));
+    } else {
+      e.state.store(1, std::memory_order_release);
+      const int err = f->post(&f->control, kControlBytes, MPI_BYTE, f->dest, f->tag, f->comm, &f->inner);
+      if (err == MPI_SUCCESS) {
+        add_flight(std::move(f));
+        continue;
+      }
+      give_entry(e);
+      f->error = err;
+    }
+    std::lock_guard<std::mutex> lock(g_mutex);  // finished without a control message in flight
+    f->done = true;
+    if (f->error != MPI_SUCCESS) ++g_failures;
+    PMPI_Grequest_complete(f->outer);
+  }
 }
 
 // ---- Receives ------------------------------------------------------------------------------
@@ -586,7 +639,7 @@ void p2p_progress() {
   g_flight_count = g_flights.size();
 }
 
-bool p2p_in_flight() { return g_flight_count.load(std::memory_order_relaxed) > 0; }
+bool p2p_in_flight() { return g_flight_count.load(std::memory_order_relaxed) > 0 || p2p_queued(); }
 
 bool p2p_failures_pending() { return g_failures.load(std::memory_order_relaxed) > 0; }
 

@@ -5,7 +5,7 @@
 // TEMPI_P2P_ZERO_COPY_MIN), the others by the pack path. Covers send and receive types that
 // differ, blocking, nonblocking and persistent receives, MPI_Sendrecv, wildcards with their
 // statuses, truncation (of a zero-copy message and of data that fits the enlarged staging),
-// cancelled receives, a send waited for before the receive that reads it, host messages of
+// cancelled receives and sends, MPI's order between a zero-copy send and a later host send, a send waited for before the receive that reads it, host messages of
 // exactly the control message's size (and one that starts with its magic number), send
 // buffers freed and allocated again, "nodes" smaller than the machine
 // (TEMPI_IPC_RANKS_PER_NODE), and threads.
@@ -367,6 +367,65 @@ TEST_CASE("a cancelled receive, and host messages of the control message's size"
     }
     CHECK(r.contents() == want);
   }
+}
+
+TEST_CASE("a zero-copy send, then a host send with the same tag to the same rank: in order") {
+  if (g_size < 2) return;
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) return;
+  Types t;
+  make_types(700, t);
+  const int packed = type_size(t.send);
+  Buf s(true, span(t.send, 1), 600 + uint64_t(g_rank)), r(true, span(t.recv, 1), 610);
+  Buf r16(true, 16, 620);
+  MPI_Request req[3];
+  MPI_Irecv(r.ptr, 1, t.recv, peer, 61, g_zc, &req[0]);
+  MPI_Irecv(r16.ptr, 16, MPI_BYTE, peer, 61, g_zc, &req[1]);
+  MPI_Isend(s.ptr, 1, t.send, peer, 61, g_zc, &req[2]);
+  std::vector<uint8_t> host(16);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = byte_at(630 + uint64_t(g_rank), i);
+  MPI_Request hreq;
+  MPI_Isend(host.data(), 16, MPI_BYTE, peer, 61, g_zc, &hreq);  // posted after the zero-copy send
+  MPI_Status st[3];
+  REQUIRE(MPI_Waitall(3, req, st) == MPI_SUCCESS);
+  MPI_Wait(&hreq, MPI_STATUS_IGNORE);
+  MPI_Count n0 = 0, n1 = 0;
+  MPI_Get_elements_x(&st[0], MPI_BYTE, &n0);
+  MPI_Get_elements_x(&st[1], MPI_BYTE, &n1);
+  CHECK(n0 == packed);
+  CHECK(n1 == 16);
+  Buf ref(false, s.bytes, 600 + uint64_t(peer));
+  CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+  std::vector<uint8_t> want(16);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = byte_at(630 + uint64_t(peer), i);
+  CHECK(r16.contents() == want);
+}
+
+TEST_CASE("a zero-copy send cancelled before its control message left") {
+  if (g_size < 2) return;
+  const int peer = g_rank ^ 1;
+  Types t;
+  make_types(64, t);
+  // Only where the send is zero-copy: the pack path may post a message at once.
+  const bool here = peer < g_size && zero_copy_expected(peer, type_size(t.send));
+  if (here) {
+    Buf s(true, span(t.send, 1), 640);
+    MPI_Request req;
+    MPI_Isend(s.ptr, 1, t.send, peer, 62, g_zc, &req);
+    REQUIRE(MPI_Cancel(&req) == MPI_SUCCESS);
+    MPI_Status st;
+    REQUIRE(MPI_Wait(&req, &st) == MPI_SUCCESS);
+    int cancelled = 0;
+    MPI_Test_cancelled(&st, &cancelled);
+    CHECK(cancelled == 1);
+  }
+  MPI_Barrier(g_zc);
+  if (here) {
+    int pending = 1;
+    MPI_Iprobe(peer, 62, g_zc, &pending, MPI_STATUS_IGNORE);  // nothing reached the peer
+    CHECK(pending == 0);
+  }
+  MPI_Barrier(g_zc);
 }
 
 TEST_CASE("send buffers freed and allocated again between messages") {

@@ -75,14 +75,13 @@ void log_downgrade_once(Method requested) {
 }
 
 // Whether a receive from `peer` on `comm` may get a zero-copy control message: zero-copy
-// point-to-point is on there and the source may be another rank of the node. A matched
+// point-to-point is on there and the source may be a rank of the node (itself included). A matched
 // message (MPI_Mrecv, MPI_Imrecv) names no communicator here: never (docs/using.md).
 std::shared_ptr<NodeShare> control_share(MPI_Comm comm, int peer, const char *call) {
   if (!std::strcmp(call, "MPI_Mrecv") || !std::strcmp(call, "MPI_Imrecv")) return nullptr;
   std::shared_ptr<NodeShare> share = p2p_share(comm);
   if (!share || peer == MPI_ANY_SOURCE) return share;
-  const int from = node_rank_of(*share, peer);
-  return from >= 0 && from != my_node_rank(*share) ? share : nullptr;
+  return node_rank_of(*share, peer) >= 0 ? share : nullptr;  // this rank itself included
 }
 bool may_get_control(MPI_Comm comm, int peer, const char *call) { return bool(control_share(comm, peer, call)); }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -248,8 +249,8 @@ bool p2p_isend(IsendFn post, const char *call, const void *buf, int count, const
   if (sp.kind != SendPlan::Kind::Pack || !sp.info || !sp.info->plan) return false;
   std::shared_ptr<NodeShare> share = p2p_share(comm);
   if (!share) return false;
-  const int to = node_rank_of(*share, dest);
-  if (to < 0 || to == my_node_rank(*share)) return false;
+  const int to = node_rank_of(*share, dest);  // this rank itself: a local move, through the same protocol
+  if (to < 0) return false;
   const int64_t bytes = sp.plan.packed_size();
   if (bytes < config().p2p_zero_copy_min) return false;
   Backend &b = gpu_backend();
@@ -444,7 +445,7 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
     const int sender = node_rank_of(s, f.status.MPI_SOURCE);
     Control c;
     bool control = false;
-    if (received == kControlBytes && sender >= 0 && sender != my_node_rank(s)) {
+    if (received == kControlBytes && sender >= 0) {
       if (in.transfer.method == Method::Device) {  // device staging (a CUDA-aware library)
         const OnDeviceOf on_its_gpu(in.user);
         control = b.copy(&c, in.staging.ptr, sizeof c) == Status::Ok && is_control(s, sender, c, f.status);
@@ -471,10 +472,14 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
       g = gpus.insert(gpus.end(), Reads{});
       g->device = device;
     }
-    void *base = nullptr;
-    const int previous = device >= 0 ? b.use_device(device) : -1;
-    const Status st = map_peer_buffer(pid_of(s, sender), e.handle, &base);
-    if (previous >= 0) b.use_device(previous);
+    // This rank's own buffer is read where it is; a peer's through its (cached) mapping.
+    void *base = reinterpret_cast<void *>(uintptr_t(e.handle.base));
+    Status st = Status::Ok;
+    if (sender != my_node_rank(s)) {
+      const int previous = device >= 0 ? b.use_device(device) : -1;
+      st = map_peer_buffer(pid_of(s, sender), e.handle, &base);
+      if (previous >= 0) b.use_device(previous);
+    }
     if (st != Status::Ok) {
       e.state.store(2, std::memory_order_release);
       f.result = raise_error(in.comm, error_class_of(st), "mapping a node peer's GPU buffer (zero-copy) failed: %s",
@@ -510,11 +515,12 @@ bool reads_done(Reads &g, bool wait, int &err) {
   err = MPI_SUCCESS;
   if (g.status == Status::Ok) {
     const int previous = g.device >= 0 ? b.use_device(g.device) : -1;
-    if (!wait && !b.query(g.fence)) {
+    const bool finished = !wait && b.query(g.fence);  // then nothing to wait for
+    if (!wait && !finished) {
       if (previous >= 0) b.use_device(previous);
       return false;
     }
-    g.status = b.wait(g.fence);
+    if (!finished) g.status = b.wait(g.fence);
     if (previous >= 0) b.use_device(previous);
   }
   for (const Reads::Read &r : g.reads) r.entry->state.store(2, std::memory_order_release);  // the sender's buffer is free

@@ -1,34 +1,59 @@
 // Calls that TEMPI intercepts only so that its engine posts every deferred send before
 // they run (engine.hpp): each may wait for another process, which may be waiting for
 // one of those sends (MPI's progress rule: a started send must be able to complete).
-// Then they forward the user's arguments unchanged. (The collectives that take buffers
-// are wrap_coll.cpp's.)
+// Then they forward the user's arguments unchanged; probes then look whether they found a
+// zero-copy control message (zero_copy_p2p.hpp). (The collectives that take buffers are
+// wrap_coll.cpp's.)
 #include "engine.hpp"
 #include "forward.hpp"
+#include "zero_copy_p2p.hpp"
 
 using namespace tempi;
 
 extern "C" {
 
+namespace {
+
+// The status a probe fills, even where the application ignores it.
+struct ProbeStatus {
+  explicit ProbeStatus(MPI_Status *user) : ptr(user == MPI_STATUS_IGNORE ? &local : user) {}
+  MPI_Status local;
+  MPI_Status *ptr;
+};
+
+}  // namespace
+
 int TEMPI_WRAPPER(MPI_Probe)(int source, int tag, MPI_Comm comm, MPI_Status *status) {
   flush_sends();
-  return TEMPI_NEXT(MPI_Probe)(source, tag, comm, status);
+  ProbeStatus st(status);
+  const int err = TEMPI_NEXT(MPI_Probe)(source, tag, comm, st.ptr);
+  if (err == MPI_SUCCESS && source != MPI_PROC_NULL) p2p_after_probe(comm, *st.ptr);
+  return err;
 }
 
 int TEMPI_WRAPPER(MPI_Iprobe)(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
   flush_sends();
-  return TEMPI_NEXT(MPI_Iprobe)(source, tag, comm, flag, status);
+  ProbeStatus st(status);
+  const int err = TEMPI_NEXT(MPI_Iprobe)(source, tag, comm, flag, st.ptr);
+  if (err == MPI_SUCCESS && flag && *flag && source != MPI_PROC_NULL) p2p_after_probe(comm, *st.ptr);
+  return err;
 }
 
 int TEMPI_WRAPPER(MPI_Mprobe)(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
   flush_sends();
-  return TEMPI_NEXT(MPI_Mprobe)(source, tag, comm, message, status);
+  ProbeStatus st(status);
+  const int err = TEMPI_NEXT(MPI_Mprobe)(source, tag, comm, message, st.ptr);
+  if (err == MPI_SUCCESS && source != MPI_PROC_NULL) p2p_after_probe(comm, *st.ptr);
+  return err;
 }
 
 int TEMPI_WRAPPER(MPI_Improbe)(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
                                MPI_Status *status) {
   flush_sends();
-  return TEMPI_NEXT(MPI_Improbe)(source, tag, comm, flag, message, status);
+  ProbeStatus st(status);
+  const int err = TEMPI_NEXT(MPI_Improbe)(source, tag, comm, flag, message, st.ptr);
+  if (err == MPI_SUCCESS && flag && *flag && source != MPI_PROC_NULL) p2p_after_probe(comm, *st.ptr);
+  return err;
 }
 
 int TEMPI_WRAPPER(MPI_Barrier)(MPI_Comm comm) {

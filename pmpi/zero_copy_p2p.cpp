@@ -36,7 +36,7 @@ struct Control {
 };
 static_assert(sizeof(Control) == kControlBytes, "the control message has a fixed size");
 
-std::atomic<uint64_t> g_serial{0}, g_reads{0}, g_sends{0};
+std::atomic<uint64_t> g_serial{0}, g_reads{0}, g_sends{0}, g_probed{0};
 
 // An entry's states: P2pEntry::state's 0, 1 and 2, and this one: taken by a thread of this
 // process that fills it (no receiver looks at it, no other thread takes it).
@@ -661,6 +661,28 @@ int p2p_failed(MPI_Request handle) {
   return MPI_SUCCESS;
 }
 
-P2pCounts p2p_counts() { return {g_reads.load(), g_sends.load()}; }
+void p2p_after_probe(MPI_Comm comm, const MPI_Status &status) {
+  std::shared_ptr<NodeShare> share = p2p_share(comm);
+  if (!share) return;
+  MPI_Count bytes = 0;
+  PMPI_Get_elements_x(&status, MPI_BYTE, &bytes);
+  const int sender = node_rank_of(*share, status.MPI_SOURCE);
+  if (bytes != kControlBytes || sender < 0) return;
+  const P2pEntry *board = board_of(*share, sender);
+  const int me = my_node_rank(*share);
+  for (int i = 0; i < kP2pEntries; ++i)
+    if (board[i].state.load(std::memory_order_acquire) == 1 && board[i].dest == me && board[i].tag == status.MPI_TAG) {
+      g_probed.fetch_add(1, std::memory_order_relaxed);
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true))
+        TEMPI_LOG(Warn, "a probe on a communicator with zero-copy point-to-point found a 48-byte message from rank %d "
+                        "that is likely a zero-copy control message: probes report its size, not the message's "
+                        "(docs/using.md, \"Zero-copy point-to-point\")",
+                  status.MPI_SOURCE);
+      return;
+    }
+}
+
+P2pCounts p2p_counts() { return {g_reads.load(), g_sends.load(), g_probed.load()}; }
 
 }  // namespace tempi

@@ -62,9 +62,16 @@ bool p2p_failures_pending();
 void p2p_clear_failed();
 int p2p_failed(MPI_Request handle);
 
-// Messages this process read by zero-copy point-to-point, and sends it made that way (tests).
+// After a probe on `comm` found a message (`status`): where it may be a zero-copy control
+// message (48 bytes from a rank of the node that has a posted entry for this rank with that
+// tag), says once that probes of zero-copy messages report the control message's size (the
+// contract, docs/using.md) and counts it.
+void p2p_after_probe(MPI_Comm comm, const MPI_Status &status);
+
+// Messages this process read by zero-copy point-to-point, sends it made that way, and probes
+// that may have found a control message (tests).
 struct P2pCounts {
-  uint64_t reads = 0, sends = 0;
+  uint64_t reads = 0, sends = 0, probed_controls = 0;
 };
 P2pCounts p2p_counts();
 

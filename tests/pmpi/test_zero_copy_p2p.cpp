@@ -428,6 +428,29 @@ TEST_CASE("a zero-copy send cancelled before its control message left") {
   MPI_Barrier(g_zc);
 }
 
+TEST_CASE("a probe that finds a zero-copy message is said and counted (the contract)") {
+  if (g_size < 2) return;
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) return;
+  Types t;
+  make_types(128, t);
+  const bool zc = zero_copy_expected(peer, type_size(t.send));
+  Buf s(true, span(t.send, 1), 650 + uint64_t(g_rank)), r(true, span(t.recv, 1), 660);
+  MPI_Request req;
+  MPI_Isend(s.ptr, 1, t.send, peer, 71, g_zc, &req);
+  const uint64_t before = tempi::p2p_counts().probed_controls;
+  MPI_Status st;
+  REQUIRE(MPI_Probe(peer, 71, g_zc, &st) == MPI_SUCCESS);
+  MPI_Count n = 0;
+  MPI_Get_elements_x(&st, MPI_BYTE, &n);
+  CHECK(n == (zc ? tempi::kControlBytes : type_size(t.send)));
+  CHECK(tempi::p2p_counts().probed_controls - before == (zc ? 1u : 0u));
+  REQUIRE(MPI_Recv(r.ptr, 1, t.recv, peer, 71, g_zc, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  Buf ref(false, s.bytes, 650 + uint64_t(peer));
+  CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+}
+
 TEST_CASE("send buffers freed and allocated again between messages") {
   if (g_size < 2) return;
   const int peer = g_rank ^ 1;

@@ -1054,7 +1054,13 @@ std::shared_ptr<NodeShare> p2p_share(MPI_Comm comm) {
   return s && s->p2p ? s : nullptr;
 }
 
-void set_p2p(NodeShare &s, bool on) { s.p2p = on; }
+void set_p2p(NodeShare &s, bool on) {
+  s.p2p = on;
+  // A zero-copy send or receive keeps the share past MPI_Comm_free (MPI lets it complete), and
+  // the last one may drop it on one rank alone: the window cannot be freed collectively then,
+  // so it stays until MPI_Finalize, as for persistent collectives.
+  if (on) s.had_persistent = true;
+}
 int my_node_rank(const NodeShare &s) { return s.node_rank; }
 int node_rank_of(const NodeShare &s, int comm_rank) {
   return comm_rank >= 0 && size_t(comm_rank) < s.node_of.size() ? s.node_of[size_t(comm_rank)] : -1;

@@ -186,6 +186,9 @@ Mappings &mappings() {
 
 std::atomic<uint64_t> g_peer_blocks{0}, g_self_blocks{0};
 std::atomic<bool> g_stopped{false};
+// Communicators on which zero-copy point-to-point is on: while there are none (most programs),
+// the receives and probes that ask p2p_share skip the attribute lookup.
+std::atomic<int> g_p2p_comms{0};
 
 // The identity (PCI bus id) of GPU `device`, asked once.
 std::string identity_of(int device) {
@@ -251,6 +254,7 @@ struct NodeShare {
   }
 
   ~NodeShare() {
+    if (p2p) --g_p2p_comms;
     for (auto &p : peer_plans) gpu_backend().release_plan(p.second.id);
     // After MPI_Finalize began the library frees its own objects; before, freeing is
     // collective on the node, as the communicator's free that runs this is.
@@ -1045,6 +1049,7 @@ void zero_copy_shutdown() {
 std::shared_ptr<NodeShare> node_share(MPI_Comm comm) { return share_of(comm); }
 
 std::shared_ptr<NodeShare> p2p_share(MPI_Comm comm) {
+  if (g_p2p_comms.load(std::memory_order_relaxed) == 0) return nullptr;
   const int keyval = share_keyval();
   if (keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL) return nullptr;
   void *value = nullptr;
@@ -1055,6 +1060,7 @@ std::shared_ptr<NodeShare> p2p_share(MPI_Comm comm) {
 }
 
 void set_p2p(NodeShare &s, bool on) {
+  if (on != s.p2p) g_p2p_comms += on ? 1 : -1;
   s.p2p = on;
   // A zero-copy send or receive keeps the share past MPI_Comm_free (MPI lets it complete), and
   // the last one may drop it on one rank alone: the window cannot be freed collectively then,

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "zero_copy_support.hpp"
 #include "zero_copy.hpp"
 #if defined(P2P_REAL_GPU)
 #include "gpu_select.hpp"
@@ -31,48 +32,10 @@ namespace {
 
 int g_rank = 0, g_size = 1;
 
-uint8_t byte_at(uint64_t seed, size_t i) {
-  uint64_t h = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t(i) * 0xbf58476d1ce4e5b9ull);
-  h ^= h >> 31;
-  return uint8_t(h * 0x94d049bb133111ebull >> 56);
-}
+using zero_copy_test::Buf;
+using zero_copy_test::byte_at;
 
-// A buffer in GPU or host memory with a host shadow (the reference runs on the shadow).
-struct Buf {
-  bool gpu;
-  size_t bytes;
-  void *ptr = nullptr;
-  std::vector<uint8_t> host;
-  Buf(bool on_gpu, size_t n, uint64_t seed) : gpu(on_gpu), bytes(n), host(n) {
-    for (size_t i = 0; i < n; ++i) host[i] = byte_at(seed, i);
-    if (gpu) {
-      REQUIRE(tempi::gpu_backend().allocate_device(n, &ptr) == tempi::Status::Ok);
-      REQUIRE(tempi::gpu_backend().copy(ptr, host.data(), n) == tempi::Status::Ok);
-    } else {
-      ptr = std::malloc(n);
-      std::memcpy(ptr, host.data(), n);
-    }
-  }
-  ~Buf() {
-    if (gpu) tempi::gpu_backend().free_device(ptr);
-    else std::free(ptr);
-  }
-  Buf(const Buf &) = delete;
-  Buf &operator=(const Buf &) = delete;
-  std::vector<uint8_t> contents() const {
-    std::vector<uint8_t> v(bytes);
-    if (gpu) REQUIRE(tempi::gpu_backend().copy(v.data(), ptr, bytes) == tempi::Status::Ok);
-    else std::memcpy(v.data(), ptr, bytes);
-    return v;
-  }
-};
-
-// Whether the test's world rank `r` shares this rank's node (TEMPI_IPC_RANKS_PER_NODE).
-bool same_node(int r) {
-  const char *k = std::getenv("TEMPI_IPC_RANKS_PER_NODE");
-  const int per = k ? std::atoi(k) : 0;
-  return per <= 0 || r / per == g_rank / per;
-}
+bool same_node(int r) { return zero_copy_test::same_node(r, g_rank); }
 bool ipc_on() {
   const char *v = std::getenv("TEMPI_IPC");
   return !v || (std::strcmp(v, "off") && std::strcmp(v, "0"));

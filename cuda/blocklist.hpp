@@ -79,7 +79,43 @@ struct LongBlockArgs {
   int64_t first = 0, last = 0;
 };
 
-// `typed` and `packed` may have any alignment; `packed` holds stream byte `first`.
+// Plans of a small pattern repeated many times (small_pattern.cu): structs of mixed
+// members, arrays and subarrays of them. A thread block stages a tile of whole instances
+// through shared memory. `map` gives, for each byte of an instance's packed bytes, its
+// offset in the instance's typed span (the bytes from its first typed byte to its last),
+// with kRun4's flag where the next three follow it there; `mask` marks the span's typed
+// bytes, the only ones the kernel reads or writes.
+constexpr int64_t kMaxSmallPattern = 2048;  // packed bytes of an instance
+constexpr int64_t kMaxSmallSpan = 2048;     // typed span of an instance
+struct SmallPatternTable {
+  const uint16_t *map = nullptr;
+  const uint32_t *mask = nullptr;  // mask_words words; the last is a spare 0
+  int64_t span_lo = 0;             // typed offset of the span's first byte in an instance
+  int span = 0, size = 0, mask_words = 0;
+};
+struct SmallPatternImage {
+  std::vector<uint16_t> map;
+  std::vector<uint32_t> mask;
+  int64_t span_lo = 0;
+  int span = 0;
+  size_t bytes() const;
+  void lay_out(void *host, void *device, SmallPatternTable &t) const;
+};
+bool small_pattern_plan(const Plan &plan);  // requires !plan.strided()
+SmallPatternImage small_pattern_image(const Plan &plan);
+
+// Whole instances [inst_first, inst_first + inst_count) of a small-pattern plan.
+struct SmallPatternArgs {
+  SmallPatternTable table;
+  int64_t start = 0;
+  int ndims = 0;
+  int64_t counts[kMaxKernelDims] = {};
+  int64_t strides[kMaxKernelDims] = {};
+  int64_t inst_first = 0, inst_count = 0;
+};
+
+// `typed` and `packed` may have any alignment; `packed` holds stream byte `first`
+// (launch_small_pattern: the first byte of instance inst_first).
 // launch_blocklist balances by bytes and finds the block of every 16-byte window (short
 // blocks); launch_long_blocks takes `starts`, the pieces' stream offsets on the host, to
 // launch only the pieces in [first, last).
@@ -87,5 +123,7 @@ Status launch_long_blocks(const LongBlockArgs &a, const std::vector<int64_t> &st
                           void *packed, bool to_packed, cudaStream_t stream);
 Status launch_blocklist(const BlockListArgs &a, const void *typed, void *packed, bool to_packed,
                         cudaStream_t stream);
+Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *packed, bool to_packed,
+                            cudaStream_t stream);
 
 }  // namespace tempi

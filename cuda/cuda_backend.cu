@@ -219,12 +219,15 @@ int widest_word(uint64_t bits) {
 }
 
 // A block-list pattern's device data on one device (blocklist.hpp): plans of long blocks
-// (long_block_plan) take the warp-per-piece kernel and its pieces, the others the
-// byte-balanced kernel and its run table.
+// (long_block_plan) take the warp-per-piece kernel and its pieces, small patterns
+// (small_pattern_plan) the tiled kernel for whole instances and the byte-balanced kernel
+// for parts of instances, the others the byte-balanced kernel and its run table.
 struct DeviceBlockList {
   Buffer owned;
   bool long_blocks = false;
+  bool small = false;
   BlockListTable table;                // short blocks
+  SmallPatternTable small_table;       // small patterns
   const LongPiece *pieces = nullptr;   // long blocks: the pieces of one instance
   std::vector<int64_t> piece_starts;   // long blocks: their stream offsets, on the host
 };
@@ -603,10 +606,42 @@ class CudaBackend final : public Backend {
       repeat_over_dims(plan, first, last, a);
       return launch_long_blocks(a, list->piece_starts, typed, packed, to_packed, stream);
     }
+    if (list->small) return move_small_pattern(plan, *list, typed, packed, first, last, to_packed, stream);
     BlockListArgs a;
     a.table = list->table;
     repeat_over_dims(plan, first, last, a);
     return launch_blocklist(a, typed, packed, to_packed, stream);
+  }
+
+  // A small pattern's whole instances in [first, last) through the tiled kernel, the parts
+  // of instances at the range's two ends (pipelined chunks cut them) through the
+  // byte-balanced one.
+  static Status move_small_pattern(const Plan &plan, const DeviceBlockList &list, void *typed, void *packed,
+                                   int64_t first, int64_t last, bool to_packed, cudaStream_t stream) {
+    const int64_t size = plan.pattern_size;
+    const int64_t whole_first = (first + size - 1) / size, whole_end = last / size;
+    auto part = [&](int64_t lo, int64_t hi) {
+      BlockListArgs a;
+      a.table = list.table;
+      repeat_over_dims(plan, lo, hi, a);
+      return launch_blocklist(a, typed, static_cast<char *>(packed) + (lo - first), to_packed, stream);
+    };
+    if (whole_end <= whole_first) return part(first, last);
+    SmallPatternArgs s;
+    s.table = list.small_table;
+    s.start = plan.start;
+    s.ndims = int(plan.dims.size());
+    for (int d = 0; d < s.ndims; ++d) {
+      s.counts[d] = plan.dims[d].count;
+      s.strides[d] = plan.dims[d].stride;
+    }
+    s.inst_first = whole_first;
+    s.inst_count = whole_end - whole_first;
+    TEMPI_TRY(launch_small_pattern(s, typed, static_cast<char *>(packed) + (whole_first * size - first), to_packed,
+                                   stream));
+    if (first < whole_first * size) TEMPI_TRY(part(first, whole_first * size));
+    if (whole_end * size < last) TEMPI_TRY(part(whole_end * size, last));
+    return Status::Ok;
   }
 
   // A job that can join a fused launch: a strided plan of few dimensions, 32-bit indices.
@@ -903,10 +938,15 @@ class CudaBackend final : public Backend {
       for (const LongPiece &p : pieces) list->piece_starts.push_back(p.packed);
     } else {
       const BlockListImage image = blocklist_image(plan);
-      std::vector<char> host(image.bytes());
+      list->small = small_pattern_plan(plan);
+      const SmallPatternImage small = list->small ? small_pattern_image(plan) : SmallPatternImage{};
+      const size_t at = (image.bytes() + 15) / 16 * 16;  // the small-pattern table follows, 16-byte aligned
+      std::vector<char> host(at + (list->small ? small.bytes() : 0));
       TEMPI_TRY(Buffer::allocate(Buffer::Kind::Device, host.size(), list->owned));
-      image.lay_out(host.data(), list->owned.get(), list->table);
-      TEMPI_CUDA(cudaMemcpy(list->owned.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+      char *device = static_cast<char *>(list->owned.get());
+      image.lay_out(host.data(), device, list->table);
+      if (list->small) small.lay_out(host.data() + at, device + at, list->small_table);
+      TEMPI_CUDA(cudaMemcpy(device, host.data(), host.size(), cudaMemcpyHostToDevice));
     }
     // Plans made without an id (tests of one-off plans) are not cached.
     if (plan.id != 0) units_.emplace(key, list);

@@ -500,6 +500,23 @@ bool run_blocklists(FILE *csv, const std::string &only, cudaStream_t s) {
       for (auto [o, l] : {std::pair<int64_t, int64_t>{0, 4}, {8, 24}, {32, 1}, {34, 4}}) blocks.push_back({40 * i + o, l});
     row("struct-mixed", t, count, blocks, int64_t(count) * 40);
   }
+  {  // the same struct in a 1000 x 1000 grid, the left half of every row (a subarray of structs)
+    const int lens[] = {1, 3, 1, 2};
+    const MPI_Aint displs[] = {0, 8, 32, 34};
+    const MPI_Datatype types[] = {MPI_INT, MPI_DOUBLE, MPI_CHAR, MPI_SHORT};
+    MPI_Datatype st, el;
+    MPI_Type_create_struct(4, lens, displs, types, &st);
+    MPI_Type_create_resized(st, 0, 40, &el);
+    MPI_Type_free(&st);
+    MPI_Type_vector(1000, 500, 1000, el, &t);
+    MPI_Type_free(&el);
+    blocks.clear();
+    for (int64_t r = 0; r < 1000; ++r)
+      for (int64_t c = 0; c < 500; ++c)
+        for (auto [o, l] : {std::pair<int64_t, int64_t>{0, 4}, {8, 24}, {32, 1}, {34, 4}})
+          blocks.push_back({40 * (r * 1000 + c) + o, l});
+    row("struct-subarray", t, 1, blocks, int64_t(1000) * 1000 * 40);
+  }
   {  // indexed (8192 entries of 1-3 vectors) of vector(64, 4, 8, MPI_FLOAT)
     MPI_Datatype v;
     MPI_Type_vector(64, 4, 8, MPI_FLOAT, &v);

@@ -3,7 +3,8 @@
 // host reference packer: random block lists of every length and alignment, byte ranges
 // that start and end inside blocks, triangular matrices, long blocks beside 1-byte ones,
 // structs of mixed members, indexed types of vectors, one contiguous run, and streams
-// past 2^31 bytes (the 64-bit paths of both kernels). Outputs are
+// past 2^31 bytes (the 64-bit paths of the kernels); small patterns repeated many times
+// (cuda/small_pattern.cu) at their limits and with ranges that cut instances. Outputs are
 // poisoned; the typed and the packed source buffers end at their last byte, so that
 // compute-sanitizer's memcheck sees any read past them. Exits 77 (skipped) with a
 // message where no GPU is usable.
@@ -59,8 +60,10 @@ std::vector<unsigned char> random_bytes(int64_t n, uint64_t seed) {
 // in the allocation, as an application's does. Nothing follows the last byte touched.
 struct Span {
   int64_t lo = 0, hi = 0;
-  explicit Span(const Plan &p) {
-    for_each_segment(p, 0, p.packed_size(), [&](int64_t t, int64_t, int64_t n) {
+  // Over stream bytes [first, last): a plan of more instances than a host can walk needs
+  // the range's alone.
+  explicit Span(const Plan &p, int64_t first = 0, int64_t last = -1) {
+    for_each_segment(p, first, last < 0 ? p.packed_size() : last, [&](int64_t t, int64_t, int64_t n) {
       lo = std::min(lo, t);
       hi = std::max(hi, t + n);
     });
@@ -71,8 +74,10 @@ struct Span {
 // Packs stream bytes [first, last) of `plan` on the GPU with the typed data `ts` bytes
 // past an allocation's start and the packed bytes `ps` bytes past one, then unpacks
 // them into a poisoned typed buffer; both compared with the host packer.
-void check_range(const Plan &plan, int ts, int ps, int64_t first, int64_t last, uint64_t seed) {
-  const Span span(plan);
+// With `range_span`, the typed buffer holds only the bytes of [first, last).
+void check_range(const Plan &plan, int ts, int ps, int64_t first, int64_t last, uint64_t seed,
+                 bool range_span = false) {
+  const Span span = range_span ? Span(plan, first, last) : Span(plan);
   const int64_t n = last - first;
   INFO(to_string(plan) << " range [" << first << "," << last << ") typed shift " << ts << " packed shift " << ps);
   const std::vector<unsigned char> typed = random_bytes(span.bytes(), seed);
@@ -161,6 +166,26 @@ TypeDesc triangle(int64_t n, bool lower) {
 
 // Whether the backend moves `plan` with the long-block kernel (cuda/long_blocks.cu).
 bool takes_long_blocks(const Plan &plan) { return !plan.strided() && !plan.contiguous() && long_block_plan(plan); }
+
+// Whether it moves `plan`'s whole instances with the tiled kernel (cuda/small_pattern.cu).
+bool takes_small_pattern(const Plan &plan) {
+  return !plan.strided() && !plan.contiguous() && !long_block_plan(plan) && small_pattern_plan(plan);
+}
+
+// Ranges that start and end near instance boundaries (and so near tile boundaries, which
+// are instance boundaries): `n` of them, each ending up to 40 bytes either side.
+void check_instance_cuts(const Plan &plan, std::mt19937_64 &rng, int n) {
+  const int64_t size = plan.pattern_size, instances = plan.packed_size() / size;
+  for (int i = 0; i < n; ++i) {
+    const int64_t a = std::max<int64_t>(0, int64_t(rng() % uint64_t(instances)) * size - int64_t(rng() % 41) + 20);
+    const int64_t b = std::min(plan.packed_size(),
+                               a + 1 + int64_t(rng() % uint64_t(instances)) * size / 4 + int64_t(rng() % 41));
+    check_range(plan, int(rng() % 16), int(rng() % 16), std::min(a, plan.packed_size() - 1), b, rng());
+  }
+}
+
+const TypeDesc kStruct = desc::structure({1, 3, 1, 2}, {0, 5, 29, 33}, {desc::named(4), desc::named(8),
+                                                                         desc::named(1), desc::named(2)});
 
 // `n` long blocks of MPI_BYTE (300 B to 9 KiB, some longer than a warp's piece, at any
 // alignment), each with a 1-byte block beside it, gaps of 0-99 bytes; in memory order or
@@ -277,9 +302,81 @@ TEST_CASE("long blocks: indexed types of long vectors, triangles of the benchmar
 
 TEST_CASE("structs of mixed members, many small instances", "[gpu][blocklist]") {
   std::mt19937_64 rng(5);
-  const TypeDesc s = desc::structure({1, 3, 1, 2}, {0, 5, 29, 33}, {B4, B8, B1, B2});
+  const TypeDesc &s = kStruct;
   for (const TypeDesc &d : {s, desc::resized(0, 48, s), desc::resized(-8, 40, s)})
-    for (int64_t count : {1, 7, 1000, 100000}) check_plan(planned(d, count), rng, 3);
+    for (int64_t count : {1, 7, 1000, 100000}) {
+      const Plan plan = planned(d, count);
+      REQUIRE(takes_small_pattern(plan));
+      check_plan(plan, rng, 3);
+    }
+}
+
+TEST_CASE("small patterns: arrays and subarrays of structs, overlapping spans, repeated bytes, cut ranges",
+          "[gpu][blocklist][small]") {
+  std::mt19937_64 rng(2611);
+  const TypeDesc &s = kStruct;
+  const std::vector<TypeDesc> types = {
+      desc::resized(0, 40, s),
+      desc::resized(0, 24, s),                                   // spans overlap, typed bytes too
+      desc::vector(6, 2, 5, desc::resized(0, 40, s)),            // a subarray: two dimensions of instances
+      desc::resized(0, 16, desc::hindexed({3, 1, 2}, {13, 0, 5}, B1)),  // packed order not memory order
+      desc::indexed_block(1, {7, 7, 1, 3}, desc::named(16)),      // bytes repeated in an instance
+      desc::hindexed({4, 4}, {0, 60}, B1),                       // the sparsest: span 8 x the packed bytes
+  };
+  for (const TypeDesc &d : types)
+    for (int64_t count : {1, 3, 1000, 20000}) {
+      const Plan plan = planned(d, count);
+      REQUIRE(takes_small_pattern(plan));
+      check_plan(plan, rng, 3);
+      if (count >= 1000) check_instance_cuts(plan, rng, 12);
+    }
+  // random short blocks at every alignment, shuffled or not, extents with gaps after
+  int taken = 0;
+  for (int k = 0; k < 16; ++k) {
+    const TypeDesc b = random_blocks(rng, 2 + int(rng() % 30), 40, k % 2 == 1);
+    const Plan one = planned(b, 1);
+    const Plan plan = planned(desc::resized(0, Span(one).hi + int64_t(rng() % 9), b), 1 + int64_t(rng() % 3000));
+    if (!takes_small_pattern(plan)) continue;  // a draw too sparse or too long
+    ++taken;
+    check_plan(plan, rng, 4);
+    check_instance_cuts(plan, rng, 4);
+  }
+  REQUIRE(taken >= 8);
+}
+
+TEST_CASE("small patterns: the largest that take the tiled kernel, and the first that do not",
+          "[gpu][blocklist][small]") {
+  std::mt19937_64 rng(2048);
+  // 16 blocks of 127 bytes, 1-byte gaps: span 2047, 2032 packed bytes (the most a tile takes)
+  std::vector<int64_t> len(16, 127), disp;
+  for (int64_t i = 0; i < 16; ++i) disp.push_back(128 * i);
+  const Plan largest = planned(desc::hindexed(len, disp, B1), 500);
+  REQUIRE(takes_small_pattern(largest));
+  check_plan(largest, rng, 4);
+  check_instance_cuts(largest, rng, 8);
+  // one more block: 2159 packed bytes, over kMaxSmallPattern
+  len.push_back(127);
+  disp.push_back(128 * 16);
+  const Plan over = planned(desc::hindexed(len, disp, B1), 50);
+  REQUIRE_FALSE(takes_small_pattern(over));
+  check_plan(over, rng, 2);
+  // span 65 for 8 packed bytes: sparser than 1 in 8
+  const Plan sparse = planned(desc::hindexed({4, 4}, {0, 61}, B1), 300);
+  REQUIRE_FALSE(takes_small_pattern(sparse));
+  check_plan(sparse, rng, 2);
+}
+
+TEST_CASE("small patterns: instance numbers past 2^31 take the 64-bit path", "[gpu][blocklist][small]") {
+  // 2^31 + 4000 structs; the typed buffer holds only the ~3000 around instance 2^31 that the
+  // ranges touch (the plan's start moved so that they lie at the allocation)
+  Plan plan = planned(desc::resized(0, 40, kStruct), (int64_t(1) << 31) + 4000);
+  REQUIRE(takes_small_pattern(plan));
+  const int64_t skip = (int64_t(1) << 31) - 1000, size = plan.pattern_size;
+  plan.start -= skip * plan.extent;
+  plan.id = 0;
+  std::mt19937_64 rng(31);
+  check_range(plan, 3, 5, skip * size, (skip + 3000) * size, rng(), true);
+  check_range(plan, 0, 7, skip * size + 17, (skip + 2500) * size - 3, rng(), true);
 }
 
 TEST_CASE("indexed types of vectors", "[gpu][blocklist]") {
@@ -310,10 +407,12 @@ TEST_CASE("one contiguous run goes to the copy engine, byte ranges too", "[gpu][
 }
 
 TEST_CASE("a stream past 2^31 bytes takes the 64-bit path", "[gpu][blocklist][large]") {
-  // 3 short blocks (141 bytes: the byte-balanced kernel) in an extent of 200, 15.3 million
-  // times: 2.16 GB packed, 3.1 GB typed
+  // 3 short blocks (141 bytes: the tiled kernel for whole instances, the byte-balanced one
+  // for the ends of ranges) in an extent of 200, 15.3 million times: 2.16 GB packed, 3.1 GB
+  // typed
   const Plan plan = planned(desc::resized(0, 200, desc::hindexed({100, 40, 1}, {3, 110, 160}, B1)), 15300000);
   REQUIRE(plan.packed_size() > (int64_t(1) << 31));
+  REQUIRE(takes_small_pattern(plan));
   size_t free_bytes = 0, total = 0;
   CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
   const Span span(plan);
@@ -323,6 +422,27 @@ TEST_CASE("a stream past 2^31 bytes takes the 64-bit path", "[gpu][blocklist][la
   }
   std::mt19937_64 rng(13);
   // a range across 2^31 (small host images), then the whole stream
+  check_range(plan, 3, 5, (int64_t(1) << 31) - 100000, (int64_t(1) << 31) + 100000, rng());
+  check_range(plan, 0, 0, 0, plan.packed_size(), rng());
+}
+
+TEST_CASE("a stream of short blocks past 2^31 bytes, byte-balanced kernel alone", "[gpu][blocklist][large]") {
+  // 24 blocks of 90 bytes 100 apart (2160 packed bytes: too many for the tiled kernel) in an
+  // extent of 2400, a million times: 2.16 GB packed, 2.4 GB typed
+  std::vector<int64_t> len(24, 90), disp;
+  for (int64_t i = 0; i < 24; ++i) disp.push_back(7 + 100 * i);
+  const Plan plan = planned(desc::resized(0, 2400, desc::hindexed(len, disp, B1)), 1000000);
+  REQUIRE(plan.packed_size() > (int64_t(1) << 31));
+  REQUIRE_FALSE(takes_small_pattern(plan));
+  REQUIRE_FALSE(takes_long_blocks(plan));
+  size_t free_bytes = 0, total = 0;
+  CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
+  const Span span(plan);
+  if (int64_t(free_bytes) < span.bytes() + 2 * plan.packed_size() + (int64_t(1) << 30)) {
+    WARN("skipped: not enough free device memory for a 2^31-byte stream");
+    return;
+  }
+  std::mt19937_64 rng(23);
   check_range(plan, 3, 5, (int64_t(1) << 31) - 100000, (int64_t(1) << 31) + 100000, rng());
   check_range(plan, 0, 0, 0, plan.packed_size(), rng());
 }

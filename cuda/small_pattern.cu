@@ -35,7 +35,8 @@ constexpr int kThreads = 256;
 constexpr int kTileBytes = 8192;
 constexpr int kTileData = 24 * 1024;
 constexpr int kMaxTile = 1024;
-constexpr uint16_t kRun4 = 0x8000;  // map flag: this byte and the next 3 are contiguous in the span
+constexpr uint16_t kRun4 = 0x8000;
+constexpr int kBatch = 4;  // global loads a thread has in flight  // map flag: this byte and the next 3 are contiguous in the span
 
 // What the kernel needs besides the table: the shape of a tile in shared memory.
 struct Tile {
@@ -147,11 +148,25 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
     const int words = (lead + bytes + 3) / 4;
 
     if (Pack) {
-#pragma unroll 4
-      for (int k = threadIdx.x; k < n * chunks; k += kThreads) {
-        const int i = k / chunks, c = k - i * chunks;
-        const unsigned m = span_bits(mask, span, kWindow * c - (off[i] - i * t.slot));
-        if (m) *reinterpret_cast<uint4 *>(shared + i * t.slot + kWindow * c) = load_masked(chunk0[i] + kWindow * c, m);
+      // kBatch chunks a thread, all loads issued before the first store to shared memory
+      for (int k0 = threadIdx.x; k0 < n * chunks; k0 += kBatch * kThreads) {
+        unsigned m[kBatch];
+        int to[kBatch];
+        uint64_t from[kBatch];
+        uint4 v[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int k = k0 + u * kThreads, i = k / chunks, c = k - i * chunks;
+          m[u] = k < n * chunks ? span_bits(mask, span, kWindow * c - (off[i] - i * t.slot)) : 0u;
+          to[u] = i * t.slot + kWindow * c;
+          from[u] = m[u] ? chunk0[i] + kWindow * c : 0;
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u)
+          if (m[u]) v[u] = load_masked(from[u], m[u]);
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u)
+          if (m[u]) *reinterpret_cast<uint4 *>(shared + to[u]) = v[u];
       }
       __syncthreads();
       for (int k = threadIdx.x; k < words; k += kThreads) {
@@ -177,27 +192,36 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
         }
       }
     } else {
-      for (int k = threadIdx.x; k < words; k += kThreads) {
-        const int j0 = 4 * k - lead;
-        const uint64_t at = out - lead + 4 * uint64_t(k);
-        const int i = max(j0, 0) / size;
-        int o = max(j0, 0) - i * size;
-        if (j0 >= 0 && j0 + 4 <= bytes) {
-          const uint32_t word = __ldg(reinterpret_cast<const uint32_t *>(at));
+      // kBatch words a thread, all loaded before the first store to shared memory
+      for (int k0 = threadIdx.x; k0 < words; k0 += kBatch * kThreads) {
+        uint32_t word[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int k = k0 + u * kThreads, j0 = 4 * k - lead;
+          const uint64_t at = out - lead + 4 * uint64_t(k);
+          word[u] = 0;
+          if (k >= words) continue;
+          if (j0 >= 0 && j0 + 4 <= bytes) {
+            word[u] = __ldg(reinterpret_cast<const uint32_t *>(at));
+          } else {
+            for (int b = max(-j0, 0); b < 4 && j0 + b < bytes; ++b)
+              word[u] |= uint32_t(__ldg(reinterpret_cast<const uint8_t *>(at + b))) << (8 * b);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int k = k0 + u * kThreads, j0 = 4 * k - lead;
+          if (k >= words) continue;
+          const int i = max(j0, 0) / size;
+          int o = max(j0, 0) - i * size;
           const int s = off[i] + (map[o] & ~kRun4);
-          if ((map[o] & kRun4) && (s & 3) == 0) {
-            *reinterpret_cast<uint32_t *>(shared + s) = word;
+          if (j0 >= 0 && j0 + 4 <= bytes && (map[o] & kRun4) && (s & 3) == 0) {
+            *reinterpret_cast<uint32_t *>(shared + s) = word[u];
             continue;
           }
           int ii = i;
-          for (int b = 0; b < 4; ++b) {
-            shared[off[ii] + (map[o] & ~kRun4)] = char(word >> (8 * b));
-            if (++o == size) o = 0, ++ii;
-          }
-        } else {
-          int ii = i;
           for (int b = max(-j0, 0); b < 4 && j0 + b < bytes; ++b) {
-            shared[off[ii] + (map[o] & ~kRun4)] = char(__ldg(reinterpret_cast<const uint8_t *>(at + b)));
+            shared[off[ii] + (map[o] & ~kRun4)] = char(word[u] >> (8 * b));
             if (++o == size) o = 0, ++ii;
           }
         }

@@ -74,10 +74,12 @@ struct Span {
 // Packs stream bytes [first, last) of `plan` on the GPU with the typed data `ts` bytes
 // past an allocation's start and the packed bytes `ps` bytes past one, then unpacks
 // them into a poisoned typed buffer; both compared with the host packer.
-// With `range_span`, the typed buffer holds only the bytes of [first, last).
+// With `range_span`, the typed buffer holds only the instances that [first, last) touches.
 void check_range(const Plan &plan, int ts, int ps, int64_t first, int64_t last, uint64_t seed,
                  bool range_span = false) {
-  const Span span = range_span ? Span(plan, first, last) : Span(plan);
+  const int64_t size = plan.pattern_size;
+  const Span span = range_span ? Span(plan, first / size * size, std::min(plan.packed_size(), (last + size - 1) / size * size))
+                               : Span(plan);
   const int64_t n = last - first;
   INFO(to_string(plan) << " range [" << first << "," << last << ") typed shift " << ts << " packed shift " << ps);
   const std::vector<unsigned char> typed = random_bytes(span.bytes(), seed);
@@ -321,7 +323,7 @@ TEST_CASE("small patterns: arrays and subarrays of structs, overlapping spans, r
       desc::vector(6, 2, 5, desc::resized(0, 40, s)),            // a subarray: two dimensions of instances
       desc::resized(0, 16, desc::hindexed({3, 1, 2}, {13, 0, 5}, B1)),  // packed order not memory order
       desc::indexed_block(1, {7, 7, 1, 3}, desc::named(16)),      // bytes repeated in an instance
-      desc::hindexed({4, 4}, {0, 60}, B1),                       // the sparsest: span 8 x the packed bytes
+      desc::hindexed({5, 3}, {0, 61}, B1),                       // the sparsest: span 8 x the packed bytes
   };
   for (const TypeDesc &d : types)
     for (int64_t count : {1, 3, 1000, 20000}) {
@@ -347,21 +349,26 @@ TEST_CASE("small patterns: arrays and subarrays of structs, overlapping spans, r
 TEST_CASE("small patterns: the largest that take the tiled kernel, and the first that do not",
           "[gpu][blocklist][small]") {
   std::mt19937_64 rng(2048);
-  // 16 blocks of 127 bytes, 1-byte gaps: span 2047, 2032 packed bytes (the most a tile takes)
-  std::vector<int64_t> len(16, 127), disp;
-  for (int64_t i = 0; i < 16; ++i) disp.push_back(128 * i);
+  // 16 blocks of 115-127 bytes, 128 apart: a span of 2048 bytes (the most a tile takes)
+  std::vector<int64_t> len, disp;
+  for (int64_t i = 0; i < 16; ++i) {
+    len.push_back(i == 15 ? 128 : 127 - (i * 7) % 13);
+    disp.push_back(128 * i);
+  }
   const Plan largest = planned(desc::hindexed(len, disp, B1), 500);
   REQUIRE(takes_small_pattern(largest));
   check_plan(largest, rng, 4);
   check_instance_cuts(largest, rng, 8);
-  // one more block: 2159 packed bytes, over kMaxSmallPattern
-  len.push_back(127);
-  disp.push_back(128 * 16);
+  // the last block a byte longer: a span of 2049
+  len.back() = 129;
   const Plan over = planned(desc::hindexed(len, disp, B1), 50);
   REQUIRE_FALSE(takes_small_pattern(over));
   check_plan(over, rng, 2);
-  // span 65 for 8 packed bytes: sparser than 1 in 8
-  const Plan sparse = planned(desc::hindexed({4, 4}, {0, 61}, B1), 300);
+  // 8 packed bytes in a span of 64 take it; in a span of 65 (sparser than 1 in 8) not
+  const Plan sparsest = planned(desc::hindexed({5, 3}, {0, 61}, B1), 300);
+  REQUIRE(takes_small_pattern(sparsest));
+  check_plan(sparsest, rng, 2);
+  const Plan sparse = planned(desc::hindexed({5, 3}, {0, 62}, B1), 300);
   REQUIRE_FALSE(takes_small_pattern(sparse));
   check_plan(sparse, rng, 2);
 }

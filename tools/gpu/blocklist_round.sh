@@ -7,7 +7,7 @@
 # check), and Nsight Compute's DRAM figures for the block-list kernels of a few rows. Each step gets what is left of a 570 s
 # budget (one call of the device tool), the important ones first. Tables and CSV go to
 # $OUT (or ./gpu-out), the logs into $OUT/blocklist-logs.tgz.
-#   bash tools/gpu/blocklist_round.sh        (env: STRIDED=quick|full|0, NCU_ROWS="name ...",
+#   bash tools/gpu/blocklist_round.sh        (env: STRIDED=quick|full|0, NCU_ROWS="name ...", NCU_DETAIL=row,
 #     VARIANTS="name=sed-script|...": also builds a copy of the tree whose cuda/blocklist.cu
 #     the sed script edits, and runs the block-list test and table with it, e.g.
 #     VARIANTS='steps1=s/kSteps = 2;/kSteps = 1;/')
@@ -96,11 +96,19 @@ done
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__registers_per_thread
 for row in ${NCU_ROWS:-irregular-64B lower-triangle-4000 varying}; do
   echo "--- ncu: $row (block-list kernels and the hand-written one; per-kernel averages)"
-  step 90 ncu --clock-control none --metrics $metrics -k "regex:gather|scatter|long_blocks|columns" -c 60 --print-summary per-kernel \
+  step 90 ncu --clock-control none --metrics $metrics -k "regex:gather|scatter|long_blocks|small_pattern|columns" -c 60 --print-summary per-kernel \
     $b/tools/bench_pack --rows blocklist --only "$row" > "$logs/ncu-$row.txt" 2>&1
   echo "exit $?"
   grep -E "^  [a-z_].*\(|gpu__time_duration|dram__bytes|dram__throughput|lts__t_bytes|warps_active|inst_executed|registers" \
     "$logs/ncu-$row.txt" | grep -v "^==" | sed 's/  */ /g' | head -40
 done
+if [ -n "${NCU_DETAIL:-}" ]; then  # where the kernels of one row stall, and their occupancy
+  echo "--- ncu details: $NCU_DETAIL"
+  step 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy \
+    --section LaunchStats --section MemoryWorkloadAnalysis -k "regex:gather|scatter|long_blocks|small_pattern" -c 4 \
+    $b/tools/bench_pack --rows blocklist --only "$NCU_DETAIL" > "$logs/ncu-detail.txt" 2>&1
+  echo "exit $?"
+  grep -vE "^==PROF==|^ *$" "$logs/ncu-detail.txt" | grep -A200 "small_pattern\|gather\|scatter" | head -150
+fi
 tar -czf "$top/blocklist-logs.tgz" -C "$top" blocklist-logs && rm -rf "$logs"
 echo "round done at ${SECONDS}s"

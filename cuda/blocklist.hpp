@@ -82,22 +82,24 @@ struct LongBlockArgs {
 // Plans of a small pattern repeated many times (small_pattern.cu): structs of mixed
 // members, arrays and subarrays of them. A thread block stages a tile of whole instances
 // through shared memory. `map` gives, for each byte of an instance's packed bytes, its
-// offset in the instance's typed span (the bytes from its first typed byte to its last),
-// with kRun4's flag where the next three follow it there; `mask` marks the span's typed
-// bytes, the only ones the kernel reads or writes.
+// offset in the instance's typed span (the bytes from its first typed byte to its last);
+// `access` lists, for each of the 16 alignments a span may have, the aligned accesses
+// that cover its typed bytes exactly (`accesses[p]` of them at entry `p * stride`).
 constexpr int64_t kMaxSmallPattern = 2048;  // packed bytes of an instance
 constexpr int64_t kMaxSmallSpan = 2048;     // typed span of an instance
 struct SmallPatternTable {
   const uint16_t *map = nullptr;
-  const uint32_t *mask = nullptr;  // mask_words words; the last is a spare 0
-  int64_t span_lo = 0;             // typed offset of the span's first byte in an instance
-  int span = 0, size = 0, mask_words = 0;
+  const uint32_t *access = nullptr;
+  int64_t span_lo = 0;  // typed offset of the span's first byte in an instance
+  int span = 0, size = 0, stride = 0;
+  int accesses[16] = {};
 };
 struct SmallPatternImage {
   std::vector<uint16_t> map;
-  std::vector<uint32_t> mask;
+  std::vector<uint32_t> access;
   int64_t span_lo = 0;
-  int span = 0;
+  int span = 0, stride = 0;
+  int accesses[16] = {};
   size_t bytes() const;
   void lay_out(void *host, void *device, SmallPatternTable &t) const;
 };

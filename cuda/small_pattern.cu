@@ -5,21 +5,26 @@
 // the stream; when a pattern instance is a few short members, nearly every window spans
 // two or three of them and goes byte by byte (a struct {int; double[3]; char; short[2]}
 // moved at 5% of DRAM peak, 7x a memcpy of its bytes). Here one thread block takes a tile
-// of whole instances and stages them through shared memory:
-//  - pack: the typed span of each instance (the bytes from its first to its last typed
-//    byte) is read as the aligned 16-byte chunks that hold it, coalesced, each chunk read
-//    only at the bytes the pattern touches (a mask per span byte, so nothing outside the
-//    type's bytes is read); then the tile's packed bytes are assembled from shared memory
-//    through a per-byte map and written as aligned 4-byte words, coalesced;
-//  - unpack: the same in reverse, and the typed chunks are written only at the touched
-//    bytes (whole 16-byte stores where a chunk is all typed bytes), so the gaps between
-//    members, which may belong to other data, are never written.
-// Shared-memory reads of the map go four bytes at a time where the next three pattern
-// bytes follow in the span (a flag in the map), which is most bytes of most members.
+// of whole instances and stages their typed spans (the bytes from an instance's first
+// typed byte to its last) in shared memory, each at its own alignment mod 16:
+//  - pack: the spans are read with the fewest aligned accesses (1 to 16 bytes) that cover
+//    exactly their typed bytes, listed once per plan for each of the 16 alignments a span
+//    may have, so that a thread's work is one access of one instance whatever the
+//    members: nothing but the type's bytes is read, and lanes do not diverge on masks.
+//    Then the tile's packed bytes are gathered from shared memory through a per-byte map
+//    and written as aligned 4-byte words, coalesced.
+//  - unpack: the packed words are scattered into the staged spans through the same map,
+//    and the spans written back with the same accesses, so the gaps between members,
+//    which may belong to other data, are never written.
+// A first version, which read each aligned 16-byte chunk of a span under a per-byte mask
+// and took four bytes at once where the map said they were contiguous, ran at 40% of the
+// roofline on an H100 (2026-11-23): lanes took different branches for different chunks
+// and bytes, 35 M warp instructions for 16.5 MB.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "blocklist.hpp"
 #include "blocklist_device.cuh"
@@ -31,98 +36,74 @@ namespace {
 
 constexpr int kThreads = 256;
 // Packed bytes per tile (about), and the shared memory its staged spans may take: a tile
-// of 8 KiB keeps 256 threads busy with 8 words each and 8 tiles resident per SM.
+// of 8 KiB keeps 256 threads busy with 8 words each and several tiles resident per SM.
 constexpr int kTileBytes = 8192;
 constexpr int kTileData = 24 * 1024;
 constexpr int kMaxTile = 1024;
-constexpr uint16_t kRun4 = 0x8000;
-constexpr int kBatch = 4;  // global loads a thread has in flight  // map flag: this byte and the next 3 are contiguous in the span
+constexpr int kBatch = 4;  // global loads a thread has in flight
+// An access: (slot byte << 3) | log2(width); kNoAccess pads a phase's list.
+constexpr uint32_t kNoAccess = 7;
 
 // What the kernel needs besides the table: the shape of a tile in shared memory.
 struct Tile {
-  uint64_t typed, packed;     // typed address of typed offset 0; packed address of instance inst_first
-  int instances, slot;        // instances per tile; shared bytes per instance (a multiple of 16)
-  int map_at, mask_at, chunk_at, off_at;  // offsets in shared memory of the map, mask, per-instance data
+  uint64_t typed, packed;  // typed address of typed offset 0; packed address of instance inst_first
+  int instances, slot;     // instances per tile; shared bytes per instance (a multiple of 16)
+  int map_at, chunk_at, off_at;  // offsets in shared memory of the map and the per-instance data
+  int accesses;  // accesses per instance: the most that a span's alignment in this launch needs
+  uint64_t inv_size, inv_accesses;  // ceil(2^32 / d): x / d as (x * inv) >> 32 for the x of a tile
   int64_t tiles;
 };
 
-// Bits j of the result: whether span byte b0 + j (b0 >= -15) is a typed byte.
-__device__ __forceinline__ unsigned span_bits(const uint32_t *mask, int span, int b0) {
-  const int lead = b0 < 0 ? -b0 : 0, b = b0 + lead;
-  if (b >= span) return 0;
-  const int w = b >> 5;
-  const uint64_t x = uint64_t(mask[w]) | (uint64_t(mask[w + 1]) << 32);
-  return (unsigned(x >> (b & 31)) << lead) & 0xffffu;
-}
+__device__ __forceinline__ int div_by(int x, uint64_t inv) { return int((uint64_t(x) * inv) >> 32); }
 
-// The aligned 16-byte chunk at `at`, reading only the bytes set in `m` (the others are 0).
-__device__ __forceinline__ uint4 load_masked(uint64_t at, unsigned m) {
-  if (m == 0xffffu) return __ldg(reinterpret_cast<const uint4 *>(at));
-  uint32_t w[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const unsigned q = (m >> (4 * k)) & 0xfu;
-    w[k] = 0;
-    if (q == 0xfu) {
-      w[k] = __ldg(reinterpret_cast<const uint32_t *>(at + 4 * k));
-      continue;
+// One access of `1 << code` bytes (code 0-4), into or out of the low bytes of a uint4.
+template <typename T>
+__device__ __forceinline__ uint4 load_access(const T *at, uint32_t code) {
+  switch (code) {
+    case 0:
+      return make_uint4(reinterpret_cast<const uint8_t *>(at)[0], 0, 0, 0);
+    case 1:
+      return make_uint4(reinterpret_cast<const uint16_t *>(at)[0], 0, 0, 0);
+    case 2:
+      return make_uint4(reinterpret_cast<const uint32_t *>(at)[0], 0, 0, 0);
+    case 3: {
+      const uint2 v = reinterpret_cast<const uint2 *>(at)[0];
+      return make_uint4(v.x, v.y, 0, 0);
     }
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      if (q >> j & 1u) w[k] |= uint32_t(__ldg(reinterpret_cast<const uint8_t *>(at + 4 * k + j))) << (8 * j);
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-// Writes the bytes of `v` set in `m` to the aligned 16-byte chunk at `at`.
-__device__ __forceinline__ void store_masked(uint64_t at, uint4 v, unsigned m) {
-  if (m == 0xffffu) {
-    *reinterpret_cast<uint4 *>(at) = v;
-    return;
-  }
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (((m >> (8 * h)) & 0xffu) == 0xffu) {
-      *reinterpret_cast<uint2 *>(at + 8 * h) = make_uint2(w[2 * h], w[2 * h + 1]);
-      continue;
-    }
-#pragma unroll
-    for (int k = 2 * h; k < 2 * h + 2; ++k) {
-      const unsigned q = (m >> (4 * k)) & 0xfu;
-      if (q == 0xfu) {
-        *reinterpret_cast<uint32_t *>(at + 4 * k) = w[k];
-        continue;
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (q >> j & 1u) *reinterpret_cast<uint8_t *>(at + 4 * k + j) = uint8_t(w[k] >> (8 * j));
-    }
+    default:
+      return reinterpret_cast<const uint4 *>(at)[0];
   }
 }
 
-// Four bytes of shared memory from any byte address: two aligned words, funnel-shifted.
-__device__ __forceinline__ uint32_t shared_word(const char *data, int s) {
-  const uint32_t *w = reinterpret_cast<const uint32_t *>(data + (s & ~3));
-  return (s & 3) ? __funnelshift_r(w[0], w[1], 8 * (s & 3)) : w[0];
+template <typename T>
+__device__ __forceinline__ void store_access(T *at, uint4 v, uint32_t code) {
+  switch (code) {
+    case 0:
+      reinterpret_cast<uint8_t *>(at)[0] = uint8_t(v.x);
+      return;
+    case 1:
+      reinterpret_cast<uint16_t *>(at)[0] = uint16_t(v.x);
+      return;
+    case 2:
+      reinterpret_cast<uint32_t *>(at)[0] = v.x;
+      return;
+    case 3:
+      reinterpret_cast<uint2 *>(at)[0] = make_uint2(v.x, v.y);
+      return;
+    default:
+      reinterpret_cast<uint4 *>(at)[0] = v;
+  }
 }
-
-// Tile byte j (j = i * size + o) of the packed stream as instance i's staged span byte.
-struct TileCursor {
-  int i, o;
-};
 
 template <bool Wide, bool Pack>
 __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Tile t) {
   extern __shared__ uint4 shared4[];
   char *shared = reinterpret_cast<char *>(shared4);
   uint16_t *map = reinterpret_cast<uint16_t *>(shared + t.map_at);
-  uint32_t *mask = reinterpret_cast<uint32_t *>(shared + t.mask_at);
-  uint64_t *chunk0 = reinterpret_cast<uint64_t *>(shared + t.chunk_at);  // aligned chunk under a span's start
+  uint64_t *chunk0 = reinterpret_cast<uint64_t *>(shared + t.chunk_at);  // address of a span's slot byte 0
   int *off = reinterpret_cast<int *>(shared + t.off_at);  // shared offset of a span's first byte
-  const int size = a.table.size, span = a.table.span, chunks = t.slot / kWindow;
+  const int size = a.table.size, accesses = t.accesses;
   for (int k = threadIdx.x; k < size; k += kThreads) map[k] = a.table.map[k];
-  for (int k = threadIdx.x; k < a.table.mask_words; k += kThreads) mask[k] = a.table.mask[k];
 
   for (int64_t tile = blockIdx.x; tile < t.tiles; tile += gridDim.x) {
     const int64_t i0 = a.inst_first + tile * t.instances;
@@ -146,91 +127,97 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
     const uint64_t out = t.packed + uint64_t((i0 - a.inst_first) * size);
     const int lead = int(out & 3), bytes = n * size;
     const int words = (lead + bytes + 3) / 4;
+    const int items = n * accesses;
+
+    // Access `k` of the tile: instance k / accesses, at the list of its span's alignment.
+    auto access = [&](int k, uint32_t &code, int &staged, uint64_t &typed) {
+      const int i = div_by(k, t.inv_accesses), phase = off[i] - i * t.slot;
+      const uint32_t e = __ldg(a.table.access + phase * a.table.stride + (k - i * accesses));
+      code = e & 7u;
+      staged = i * t.slot + int(e >> 3);
+      typed = chunk0[i] + (e >> 3);
+    };
 
     if (Pack) {
-      // kBatch chunks a thread, all loads issued before the first store to shared memory
-      for (int k0 = threadIdx.x; k0 < n * chunks; k0 += kBatch * kThreads) {
-        unsigned m[kBatch];
+      for (int k0 = threadIdx.x; k0 < items; k0 += kBatch * kThreads) {
+        uint32_t code[kBatch];
         int to[kBatch];
         uint64_t from[kBatch];
         uint4 v[kBatch];
 #pragma unroll
         for (int u = 0; u < kBatch; ++u) {
-          const int k = k0 + u * kThreads, i = k / chunks, c = k - i * chunks;
-          m[u] = k < n * chunks ? span_bits(mask, span, kWindow * c - (off[i] - i * t.slot)) : 0u;
-          to[u] = i * t.slot + kWindow * c;
-          from[u] = m[u] ? chunk0[i] + kWindow * c : 0;
+          code[u] = kNoAccess;
+          if (k0 + u * kThreads < items) access(k0 + u * kThreads, code[u], to[u], from[u]);
         }
 #pragma unroll
         for (int u = 0; u < kBatch; ++u)
-          if (m[u]) v[u] = load_masked(from[u], m[u]);
+          if (code[u] != kNoAccess) v[u] = load_access(reinterpret_cast<const char *>(from[u]), code[u]);
 #pragma unroll
         for (int u = 0; u < kBatch; ++u)
-          if (m[u]) *reinterpret_cast<uint4 *>(shared + to[u]) = v[u];
+          if (code[u] != kNoAccess) store_access(shared + to[u], v[u], code[u]);
       }
       __syncthreads();
       for (int k = threadIdx.x; k < words; k += kThreads) {
         const int j0 = 4 * k - lead;
-        const int i = max(j0, 0) / size;
-        int o = max(j0, 0) - i * size;
-        uint32_t word;
-        if (j0 >= 0 && j0 + 4 <= bytes && (map[o] & kRun4)) {
-          word = shared_word(shared, off[i] + (map[o] & ~kRun4));
-        } else {
-          word = 0;
-          int ii = i;
-          for (int b = max(-j0, 0); b < 4 && j0 + b < bytes; ++b) {
-            word |= uint32_t(uint8_t(shared[off[ii] + (map[o] & ~kRun4)])) << (8 * b);
-            if (++o == size) o = 0, ++ii;
+        int i = div_by(max(j0, 0), t.inv_size);
+        int o = max(j0, 0) - i * size, at = off[i];
+        uint32_t word = 0;
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          if (j0 + b < 0 || j0 + b >= bytes) continue;
+          word |= uint32_t(uint8_t(shared[at + map[o]])) << (8 * b);
+          if (++o == size) {
+            o = 0;
+            at = off[min(++i, n - 1)];
           }
         }
-        const uint64_t at = out - lead + 4 * uint64_t(k);
+        char *to = reinterpret_cast<char *>(out - lead) + 4 * k;
         if (j0 >= 0 && j0 + 4 <= bytes) {
-          *reinterpret_cast<uint32_t *>(at) = word;
+          *reinterpret_cast<uint32_t *>(to) = word;
         } else {
-          for (int b = max(-j0, 0); b < 4 && j0 + b < bytes; ++b) *reinterpret_cast<uint8_t *>(at + b) = uint8_t(word >> (8 * b));
+          for (int b = max(-j0, 0); b < 4 && j0 + b < bytes; ++b) to[b] = char(word >> (8 * b));
         }
       }
     } else {
-      // kBatch words a thread, all loaded before the first store to shared memory
       for (int k0 = threadIdx.x; k0 < words; k0 += kBatch * kThreads) {
         uint32_t word[kBatch];
 #pragma unroll
         for (int u = 0; u < kBatch; ++u) {
           const int k = k0 + u * kThreads, j0 = 4 * k - lead;
-          const uint64_t at = out - lead + 4 * uint64_t(k);
+          const char *from = reinterpret_cast<const char *>(out - lead) + 4 * k;
           word[u] = 0;
           if (k >= words) continue;
           if (j0 >= 0 && j0 + 4 <= bytes) {
-            word[u] = __ldg(reinterpret_cast<const uint32_t *>(at));
+            word[u] = __ldg(reinterpret_cast<const uint32_t *>(from));
           } else {
             for (int b = max(-j0, 0); b < 4 && j0 + b < bytes; ++b)
-              word[u] |= uint32_t(__ldg(reinterpret_cast<const uint8_t *>(at + b))) << (8 * b);
+              word[u] |= uint32_t(uint8_t(__ldg(from + b))) << (8 * b);
           }
         }
 #pragma unroll
         for (int u = 0; u < kBatch; ++u) {
           const int k = k0 + u * kThreads, j0 = 4 * k - lead;
           if (k >= words) continue;
-          const int i = max(j0, 0) / size;
-          int o = max(j0, 0) - i * size;
-          const int s = off[i] + (map[o] & ~kRun4);
-          if (j0 >= 0 && j0 + 4 <= bytes && (map[o] & kRun4) && (s & 3) == 0) {
-            *reinterpret_cast<uint32_t *>(shared + s) = word[u];
-            continue;
-          }
-          int ii = i;
-          for (int b = max(-j0, 0); b < 4 && j0 + b < bytes; ++b) {
-            shared[off[ii] + (map[o] & ~kRun4)] = char(word[u] >> (8 * b));
-            if (++o == size) o = 0, ++ii;
+          int i = div_by(max(j0, 0), t.inv_size);
+          int o = max(j0, 0) - i * size, at = off[i];
+#pragma unroll
+          for (int b = 0; b < 4; ++b) {
+            if (j0 + b < 0 || j0 + b >= bytes) continue;
+            shared[at + map[o]] = char(word[u] >> (8 * b));
+            if (++o == size) {
+              o = 0;
+              at = off[min(++i, n - 1)];
+            }
           }
         }
       }
       __syncthreads();
-      for (int k = threadIdx.x; k < n * chunks; k += kThreads) {
-        const int i = k / chunks, c = k - i * chunks;
-        const unsigned m = span_bits(mask, span, kWindow * c - (off[i] - i * t.slot));
-        if (m) store_masked(chunk0[i] + kWindow * c, *reinterpret_cast<const uint4 *>(shared + i * t.slot + kWindow * c), m);
+      for (int k = threadIdx.x; k < items; k += kThreads) {
+        uint32_t code;
+        int staged;
+        uint64_t typed;
+        access(k, code, staged, typed);
+        if (code != kNoAccess) store_access(reinterpret_cast<char *>(typed), load_access(shared + staged, code), code);
       }
     }
   }
@@ -243,59 +230,88 @@ void launch(const SmallPatternArgs &a, const Tile &t, size_t shared_bytes, unsig
 
 int round16(int64_t x) { return int((x + kWindow - 1) / kWindow * kWindow); }
 
+// The typed bytes of one pattern instance, as offsets in its span [lo, hi).
+struct SpanBytes {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  explicit SpanBytes(const Plan &plan) {
+    for (const Run &r : plan.pattern) {
+      if (r.length <= 0 || r.count <= 0) continue;
+      const int64_t last = r.offset + (r.count - 1) * r.stride;
+      lo = std::min({lo, r.offset, last});
+      hi = std::max({hi, r.offset + r.length, last + r.length});
+    }
+  }
+};
+
+uint64_t inverse(int64_t d) { return ((uint64_t(1) << 32) + uint64_t(d) - 1) / uint64_t(d); }
+
 }  // namespace
 
 bool small_pattern_plan(const Plan &plan) {
-  if (plan.pattern_size <= 0 || plan.pattern_size > kMaxSmallPattern) return false;
-  int64_t lo = INT64_MAX, hi = INT64_MIN;
-  for (const Run &r : plan.pattern) {
-    if (r.length <= 0 || r.count <= 0) continue;
-    const int64_t last = r.offset + (r.count - 1) * r.stride;
-    lo = std::min({lo, r.offset, last});
-    hi = std::max({hi, r.offset + r.length, last + r.length});
-  }
+  if (plan.pattern_size < 2 || plan.pattern_size > kMaxSmallPattern) return false;
+  const SpanBytes s(plan);
   // Sparse patterns would stage mostly gaps: leave them to the byte-balanced kernel.
-  return hi > lo && hi - lo <= kMaxSmallSpan && hi - lo <= 8 * plan.pattern_size;
+  return s.hi > s.lo && s.hi - s.lo <= kMaxSmallSpan && s.hi - s.lo <= 8 * plan.pattern_size;
 }
 
 SmallPatternImage small_pattern_image(const Plan &plan) {
   SmallPatternImage im;
-  int64_t lo = INT64_MAX, hi = INT64_MIN;
-  for (const Run &r : plan.pattern) {
-    if (r.length <= 0 || r.count <= 0) continue;
-    const int64_t last = r.offset + (r.count - 1) * r.stride;
-    lo = std::min({lo, r.offset, last});
-    hi = std::max({hi, r.offset + r.length, last + r.length});
-  }
-  im.span_lo = lo;
-  im.span = int(hi - lo);
-  im.mask.assign(size_t((im.span + 31) / 32 + 1), 0u);  // one spare word: span_bits reads two
+  const SpanBytes s(plan);
+  im.span_lo = s.lo;
+  im.span = int(s.hi - s.lo);
+  std::vector<bool> typed(size_t(im.span), false);
   for (const Run &r : plan.pattern)
     for (int64_t k = 0; k < r.count; ++k)
       for (int64_t b = 0; b < r.length; ++b) {
-        const int64_t s = r.offset + k * r.stride + b - lo;
-        im.map.push_back(uint16_t(s));
-        im.mask[size_t(s / 32)] |= 1u << (s % 32);
+        const int64_t at = r.offset + k * r.stride + b - s.lo;
+        im.map.push_back(uint16_t(at));
+        typed[size_t(at)] = true;
       }
-  for (size_t o = 0; o + 3 < im.map.size(); ++o)
-    if (im.map[o + 1] == im.map[o] + 1 && im.map[o + 2] == im.map[o] + 2 && im.map[o + 3] == im.map[o] + 3)
-      im.map[o] |= kRun4;
+  // For each alignment p of a span, the widest aligned accesses that cover its typed bytes
+  // exactly (slot byte p + x holds span byte x).
+  std::vector<std::vector<uint32_t>> lists(kWindow);
+  for (int p = 0; p < kWindow; ++p)
+    for (int x = 0; x < im.span;) {
+      if (!typed[size_t(x)]) {
+        ++x;
+        continue;
+      }
+      int code = 4;
+      for (; code > 0; --code) {
+        const int w = 1 << code;
+        if ((p + x) % w != 0 || x + w > im.span) continue;
+        bool all = true;
+        for (int b = 0; b < w && all; ++b) all = typed[size_t(x + b)];
+        if (all) break;
+      }
+      lists[size_t(p)].push_back(uint32_t(p + x) << 3 | uint32_t(code));
+      x += 1 << code;
+    }
+  for (int p = 0; p < kWindow; ++p) {
+    im.accesses[p] = int(lists[size_t(p)].size());
+    im.stride = std::max(im.stride, im.accesses[p]);
+  }
+  for (const auto &l : lists) {
+    im.access.insert(im.access.end(), l.begin(), l.end());
+    im.access.insert(im.access.end(), size_t(im.stride) - l.size(), kNoAccess);
+  }
   return im;
 }
 
-size_t SmallPatternImage::bytes() const { return map.size() * sizeof(uint16_t) + mask.size() * sizeof(uint32_t) + 16; }
+size_t SmallPatternImage::bytes() const { return map.size() * sizeof(uint16_t) + access.size() * sizeof(uint32_t) + 16; }
 
 void SmallPatternImage::lay_out(void *host, void *device, SmallPatternTable &t) const {
   char *h = static_cast<char *>(host), *d = static_cast<char *>(device);
   const size_t m = (map.size() * sizeof(uint16_t) + 15) / 16 * 16;
   std::memcpy(h, map.data(), map.size() * sizeof(uint16_t));
-  std::memcpy(h + m, mask.data(), mask.size() * sizeof(uint32_t));
+  std::memcpy(h + m, access.data(), access.size() * sizeof(uint32_t));
   t.map = reinterpret_cast<const uint16_t *>(d);
-  t.mask = reinterpret_cast<const uint32_t *>(d + m);
+  t.access = reinterpret_cast<const uint32_t *>(d + m);
   t.span_lo = span_lo;
   t.span = span;
   t.size = int(map.size());
-  t.mask_words = int(mask.size());
+  t.stride = stride;
+  std::copy(accesses, accesses + kWindow, t.accesses);
 }
 
 Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *packed, bool to_packed,
@@ -310,11 +326,18 @@ Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *
   t.instances = int(std::max<int64_t>(1, std::min<int64_t>({(kTileBytes + size - 1) / size, kTileData / t.slot, kMaxTile,
                                                             a.inst_count})));
   t.map_at = t.instances * t.slot;
-  t.mask_at = t.map_at + round16(int64_t(size) * 2);
-  t.chunk_at = t.mask_at + round16(int64_t(a.table.mask_words) * 4);
+  t.chunk_at = t.map_at + round16(int64_t(size) * 2);
   t.off_at = t.chunk_at + t.instances * 8;
-  // shared_word reads up to 7 bytes past a span's last byte: the map lies there, or this pad
-  const size_t shared_bytes = size_t(t.off_at + round16(int64_t(t.instances) * 4) + kWindow);
+  const size_t shared_bytes = size_t(t.off_at + round16(int64_t(t.instances) * 4));
+  // The alignments spans take: the first one's, plus multiples of what the strides keep of 16.
+  int64_t step = kWindow;
+  for (int d = 0; d < a.ndims; ++d) step = std::gcd(step, a.strides[d] & (kWindow - 1));
+  const int first = int((t.typed + uint64_t(a.start + a.table.span_lo)) & (kWindow - 1));
+  t.accesses = 0;
+  for (int p = first % int(step); p < kWindow; p += int(step)) t.accesses = std::max(t.accesses, a.table.accesses[p]);
+  // Exact for the quotients a tile takes: x * d < 2^32 (x < 2^21 bytes or accesses, d <= 2^11).
+  t.inv_size = inverse(size);
+  t.inv_accesses = inverse(t.accesses);
   t.tiles = (a.inst_count + t.instances - 1) / t.instances;
   const unsigned grid = unsigned(std::min<int64_t>(t.tiles, int64_t(1) << 20));
   const int64_t limit = int64_t(1) << 31;

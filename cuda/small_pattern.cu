@@ -95,6 +95,24 @@ __device__ __forceinline__ void store_access(T *at, uint4 v, uint32_t code) {
   }
 }
 
+// The four tile bytes j0 .. j0 + 3 of the packed stream (j0 >= -3) as bytes of the staged
+// spans: byte j is instance j / size's pattern byte j % size. An instance has 4 bytes or
+// more, so the four cross at most one instance boundary; selects, not branches, so
+// that the lanes of a warp do not diverge where their words cross one.
+struct Word {
+  int o, at, next;  // pattern byte of j0 (negative before the tile), its instance's span, the next one's
+  __device__ __forceinline__ Word(int j0, int size, uint64_t inv_size, int n, const int *off) {
+    const int i = div_by(max(j0, 0), inv_size);
+    o = j0 - i * size;
+    at = off[i];
+    next = off[min(i + 1, n - 1)];
+  }
+  __device__ __forceinline__ int staged(int b, const uint16_t *map, int size) const {
+    const int ob = o + b;
+    return ob >= size ? next + map[ob - size] : at + map[ob];
+  }
+};
+
 template <bool Wide, bool Pack>
 __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Tile t) {
   extern __shared__ uint4 shared4[];
@@ -159,18 +177,11 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
       __syncthreads();
       for (int k = threadIdx.x; k < words; k += kThreads) {
         const int j0 = 4 * k - lead;
-        int i = div_by(max(j0, 0), t.inv_size);
-        int o = max(j0, 0) - i * size, at = off[i];
+        const Word w(j0, size, t.inv_size, n, off);
         uint32_t word = 0;
 #pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          if (j0 + b < 0 || j0 + b >= bytes) continue;
-          word |= uint32_t(uint8_t(shared[at + map[o]])) << (8 * b);
-          if (++o == size) {
-            o = 0;
-            at = off[min(++i, n - 1)];
-          }
-        }
+        for (int b = 0; b < 4; ++b)
+          if (j0 + b >= 0 && j0 + b < bytes) word |= uint32_t(uint8_t(shared[w.staged(b, map, size)])) << (8 * b);
         char *to = reinterpret_cast<char *>(out - lead) + 4 * k;
         if (j0 >= 0 && j0 + 4 <= bytes) {
           *reinterpret_cast<uint32_t *>(to) = word;
@@ -198,17 +209,10 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
         for (int u = 0; u < kBatch; ++u) {
           const int k = k0 + u * kThreads, j0 = 4 * k - lead;
           if (k >= words) continue;
-          int i = div_by(max(j0, 0), t.inv_size);
-          int o = max(j0, 0) - i * size, at = off[i];
+          const Word w(j0, size, t.inv_size, n, off);
 #pragma unroll
-          for (int b = 0; b < 4; ++b) {
-            if (j0 + b < 0 || j0 + b >= bytes) continue;
-            shared[at + map[o]] = char(word[u] >> (8 * b));
-            if (++o == size) {
-              o = 0;
-              at = off[min(++i, n - 1)];
-            }
-          }
+          for (int b = 0; b < 4; ++b)
+            if (j0 + b >= 0 && j0 + b < bytes) shared[w.staged(b, map, size)] = char(word[u] >> (8 * b));
         }
       }
       __syncthreads();
@@ -248,7 +252,7 @@ uint64_t inverse(int64_t d) { return ((uint64_t(1) << 32) + uint64_t(d) - 1) / u
 }  // namespace
 
 bool small_pattern_plan(const Plan &plan) {
-  if (plan.pattern_size < 2 || plan.pattern_size > kMaxSmallPattern) return false;
+  if (plan.pattern_size < 4 || plan.pattern_size > kMaxSmallPattern) return false;  // 4: see Word
   const SpanBytes s(plan);
   // Sparse patterns would stage mostly gaps: leave them to the byte-balanced kernel.
   return s.hi > s.lo && s.hi - s.lo <= kMaxSmallSpan && s.hi - s.lo <= 8 * plan.pattern_size;

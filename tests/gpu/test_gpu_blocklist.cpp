@@ -4,7 +4,8 @@
 // that start and end inside blocks, triangular matrices, long blocks beside 1-byte ones,
 // structs of mixed members, indexed types of vectors, one contiguous run, and streams
 // past 2^31 bytes (the 64-bit paths of the kernels); small patterns repeated many times
-// (cuda/small_pattern.cu) at their limits and with ranges that cut instances. Outputs are
+// (cuda/small_pattern.cu) at their limits and with ranges that cut instances; medium
+// blocks, one thread per piece. Outputs are
 // poisoned; the typed and the packed source buffers end at their last byte, so that
 // compute-sanitizer's memcheck sees any read past them. Exits 77 (skipped) with a
 // message where no GPU is usable.
@@ -174,6 +175,37 @@ bool takes_small_pattern(const Plan &plan) {
   return !plan.strided() && !plan.contiguous() && !long_block_plan(plan) && small_pattern_plan(plan);
 }
 
+// Whether it moves `plan` one piece per thread (cuda/long_blocks.cu, medium blocks).
+bool takes_short_pieces(const Plan &plan) {
+  return !plan.strided() && !plan.contiguous() && !long_block_plan(plan) && !small_pattern_plan(plan) &&
+         short_piece_plan(plan);
+}
+
+// `n` blocks of 32-300 bytes (some longer than a thread's 256-byte piece) at any alignment,
+// gaps of 0-99 bytes, in memory order or shuffled.
+TypeDesc medium_blocks(std::mt19937_64 &rng, int n, bool shuffled) {
+  std::vector<int64_t> len, disp;
+  int64_t at = int64_t(rng() % 64);
+  for (int i = 0; i < n; ++i) {
+    len.push_back(32 + int64_t(rng() % 269));
+    disp.push_back(at);
+    at += len.back() + int64_t(rng() % 100);
+  }
+  if (shuffled) {
+    std::vector<size_t> order(len.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<int64_t> l2, d2;
+    for (size_t i : order) {
+      l2.push_back(len[i]);
+      d2.push_back(disp[i]);
+    }
+    len.swap(l2);
+    disp.swap(d2);
+  }
+  return desc::hindexed(len, disp, B1);
+}
+
 // Ranges that start and end near instance boundaries (and so near tile boundaries, which
 // are instance boundaries): `n` of them, each ending up to 40 bytes either side.
 void check_instance_cuts(const Plan &plan, std::mt19937_64 &rng, int n) {
@@ -299,6 +331,31 @@ TEST_CASE("long blocks: indexed types of long vectors, triangles of the benchmar
     const Plan plan = planned(triangle(2000, lower), 1);
     REQUIRE(takes_long_blocks(plan));
     check_plan(plan, rng, 3);
+  }
+}
+
+TEST_CASE("medium blocks: one thread per piece, every alignment, ranges that cut pieces", "[gpu][blocklist][pieces]") {
+  std::mt19937_64 rng(6464);
+  for (bool shuffled : {false, true})
+    for (int64_t count : {1, 2, 5}) {
+      const Plan plan = planned(medium_blocks(rng, 20 + int(rng() % 200), shuffled), count);
+      REQUIRE(takes_short_pieces(plan));
+      check_plan(plan, rng, 8);
+      std::vector<int64_t> ends;  // around block ends, and short ranges anywhere
+      for_each_segment(plan, 0, plan.packed_size(), [&](int64_t, int64_t p, int64_t n) { ends.push_back(p + n); });
+      for (int i = 0; i < 16; ++i) {
+        const int64_t e = ends[rng() % ends.size()];
+        check_range(plan, int(rng() % 16), int(rng() % 16), std::max<int64_t>(0, e - 1 - int64_t(rng() % 300)),
+                    std::min(plan.packed_size(), e + 1 + int64_t(rng() % 300)), rng());
+      }
+    }
+  // 64-byte blocks at random byte offsets (the benchmark's row, smaller); 32-byte blocks
+  for (int64_t len : {64, 32}) {
+    std::vector<int64_t> disp;
+    for (int64_t i = 0; i < 3000; ++i) disp.push_back(i * 200 + int64_t(rng() % 137));
+    const Plan plan = planned(desc::hindexed_block(len, disp, B1), 1);
+    REQUIRE(takes_short_pieces(plan));
+    check_plan(plan, rng, 8);
   }
 }
 
@@ -434,14 +491,35 @@ TEST_CASE("a stream past 2^31 bytes takes the 64-bit path", "[gpu][blocklist][la
 }
 
 TEST_CASE("a stream of short blocks past 2^31 bytes, byte-balanced kernel alone", "[gpu][blocklist][large]") {
+  // 110 blocks of 20 bytes 24 apart (2200 packed bytes: too many for the tiled kernel) in an
+  // extent of 2640, a million times: 2.2 GB packed, 2.64 GB typed
+  std::vector<int64_t> len(110, 20), disp;
+  for (int64_t i = 0; i < 110; ++i) disp.push_back(7 + 24 * i + (i % 3));
+  const Plan plan = planned(desc::resized(0, 2640, desc::hindexed(len, disp, B1)), 1000000);
+  REQUIRE(plan.packed_size() > (int64_t(1) << 31));
+  REQUIRE_FALSE(takes_small_pattern(plan));
+  REQUIRE_FALSE(takes_short_pieces(plan));
+  REQUIRE_FALSE(takes_long_blocks(plan));
+  size_t free_bytes = 0, total = 0;
+  CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
+  const Span span(plan);
+  if (int64_t(free_bytes) < span.bytes() + 2 * plan.packed_size() + (int64_t(1) << 30)) {
+    WARN("skipped: not enough free device memory for a 2^31-byte stream");
+    return;
+  }
+  std::mt19937_64 rng(29);
+  check_range(plan, 3, 5, (int64_t(1) << 31) - 100000, (int64_t(1) << 31) + 100000, rng());
+  check_range(plan, 0, 0, 0, plan.packed_size(), rng());
+}
+
+TEST_CASE("a stream of medium blocks past 2^31 bytes, one thread per piece", "[gpu][blocklist][large]") {
   // 24 blocks of 90 bytes 100 apart (2160 packed bytes: too many for the tiled kernel) in an
   // extent of 2400, a million times: 2.16 GB packed, 2.4 GB typed
   std::vector<int64_t> len(24, 90), disp;
-  for (int64_t i = 0; i < 24; ++i) disp.push_back(7 + 100 * i);
+  for (int64_t i = 0; i < 24; ++i) disp.push_back(7 + 100 * i + (i % 2));
   const Plan plan = planned(desc::resized(0, 2400, desc::hindexed(len, disp, B1)), 1000000);
   REQUIRE(plan.packed_size() > (int64_t(1) << 31));
-  REQUIRE_FALSE(takes_small_pattern(plan));
-  REQUIRE_FALSE(takes_long_blocks(plan));
+  REQUIRE(takes_short_pieces(plan));
   size_t free_bytes = 0, total = 0;
   CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
   const Span span(plan);

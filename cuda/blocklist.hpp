@@ -65,10 +65,7 @@ struct LongPiece {
   int64_t length;
 };
 bool long_block_plan(const Plan &plan);
-// Plans of medium blocks (short_piece_plan): the same pieces, of at most 256 bytes, one
-// thread per piece (`alone`).
-bool short_piece_plan(const Plan &plan);
-std::vector<LongPiece> long_pieces(const Plan &plan, bool alone = false);
+std::vector<LongPiece> long_pieces(const Plan &plan);
 
 // A long-block plan for `count` elements, restricted to stream bytes [first, last):
 // `npieces` pieces (on the device) repeated over the dimensions.
@@ -125,7 +122,7 @@ struct SmallPatternArgs {
 // blocks); launch_long_blocks takes `starts`, the pieces' stream offsets on the host, to
 // launch only the pieces in [first, last).
 Status launch_long_blocks(const LongBlockArgs &a, const std::vector<int64_t> &starts, const void *typed,
-                          void *packed, bool to_packed, bool alone, cudaStream_t stream);
+                          void *packed, bool to_packed, cudaStream_t stream);
 Status launch_blocklist(const BlockListArgs &a, const void *typed, void *packed, bool to_packed,
                         cudaStream_t stream);
 Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *packed, bool to_packed,

@@ -225,7 +225,6 @@ int widest_word(uint64_t bits) {
 struct DeviceBlockList {
   Buffer owned;
   bool long_blocks = false;
-  bool alone = false;  // long_blocks: pieces of medium blocks, one thread each (short_piece_plan)
   bool small = false;
   BlockListTable table;                // short blocks
   SmallPatternTable small_table;       // small patterns
@@ -605,7 +604,7 @@ class CudaBackend final : public Backend {
       a.pieces = list->pieces;
       a.npieces = int64_t(list->piece_starts.size());
       repeat_over_dims(plan, first, last, a);
-      return launch_long_blocks(a, list->piece_starts, typed, packed, to_packed, list->alone, stream);
+      return launch_long_blocks(a, list->piece_starts, typed, packed, to_packed, stream);
     }
     if (list->small) return move_small_pattern(plan, *list, typed, packed, first, last, to_packed, stream);
     BlockListArgs a;
@@ -929,10 +928,9 @@ class CudaBackend final : public Backend {
       return Status::Ok;
     }
     auto list = std::make_shared<DeviceBlockList>();
-    list->alone = !long_block_plan(plan) && !small_pattern_plan(plan) && short_piece_plan(plan);
-    list->long_blocks = long_block_plan(plan) || list->alone;
+    list->long_blocks = long_block_plan(plan);
     if (list->long_blocks) {
-      const std::vector<LongPiece> pieces = long_pieces(plan, list->alone);
+      const std::vector<LongPiece> pieces = long_pieces(plan);
       const size_t bytes = pieces.size() * sizeof(LongPiece);
       TEMPI_TRY(Buffer::allocate(Buffer::Kind::Device, bytes, list->owned));
       TEMPI_CUDA(cudaMemcpy(list->owned.get(), pieces.data(), bytes, cudaMemcpyHostToDevice));

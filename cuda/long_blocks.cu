@@ -46,15 +46,6 @@ constexpr int64_t kPieceBytes = (32 * kSlices - 2) * kWindow;  // 2016
 
 // Plans whose blocks average this many bytes or more take this kernel.
 constexpr int64_t kLongBlockBytes = 256;
-// Plans whose blocks average kShortPieceBlock bytes or more (and fewer than
-// kLongBlockBytes) take one thread per piece of at most kShortPieceBytes: a warp per
-// 64-byte block left 27 of 32 lanes idle, and the byte-balanced kernel finds the block of
-// every 16-byte window (64-byte blocks at random offsets: 2.7x a memcpy to pack, 5.3x to
-// unpack on an H100, 2026-11-23). Their piece table (24 bytes a piece) is read at every
-// call, so it is kept for blocks of this length or more, and at most kMaxShortPieces.
-constexpr int64_t kShortPieceBlock = 32;
-constexpr int64_t kShortPieceBytes = 256;
-constexpr int64_t kMaxShortPieces = int64_t(1) << 22;
 
 // Lane `from`'s v (every lane of the warp takes part).
 __device__ __forceinline__ uint4 from_lane(uint4 v, int from) {
@@ -114,33 +105,6 @@ __device__ __forceinline__ void move_piece(uint64_t dst, uint64_t src, int64_t n
   }
 }
 
-// One thread moves `n` bytes (n > 0, at most kShortPieceBytes) from `src` to `dst`, both of
-// any alignment and inside one block, in groups of 4 destination chunks: the 5 source
-// chunks under a group are all loaded before its first store. Chunks are read and
-// written only in their bytes inside [src, src + n) and [dst, dst + n).
-__device__ __forceinline__ void move_piece_alone(uint64_t dst, uint64_t src, int64_t n) {
-  const uint64_t d0 = dst & ~uint64_t(kWindow - 1);
-  const uint64_t under = src - (dst - d0);
-  const uint64_t s0 = under & ~uint64_t(kWindow - 1);
-  const unsigned shift = unsigned(under - s0);
-  const int nchunks = int((int64_t(dst - d0) + n + kWindow - 1) / kWindow);
-  for (int g = 0; g < nchunks; g += 4) {
-    uint4 c[5];
-#pragma unroll
-    for (int u = 0; u < 5; ++u) {
-      const uint64_t at = s0 + uint64_t(g + u) * kWindow;
-      c[u] = source_chunk(at, clamp16(int64_t(src - at)), clamp16(int64_t(src + n - at)));  // none past the piece
-    }
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      if (g + u >= nchunks) break;
-      const uint64_t at = d0 + uint64_t(g + u) * kWindow;
-      destination_chunk(at, shift ? realign(c[u], c[u + 1], shift) : c[u], clamp16(int64_t(dst - at)),
-                        clamp16(int64_t(dst + n - at)));
-    }
-  }
-}
-
 // The pieces of one launch: `work` pieces from piece `first_piece` of the stream (piece
 // g is piece g % npieces of instance g / npieces).
 struct Work {
@@ -148,11 +112,11 @@ struct Work {
   int64_t first_piece, work;
 };
 
-// One piece per warp (Alone: per thread); `ToPacked` packs (typed -> packed), else
-// unpacks. `Wide`: 64-bit divisions (piece indices or counts past 2^31).
-template <bool Wide, bool ToPacked, bool Alone>
+// One piece per warp; `ToPacked` packs (typed -> packed), else unpacks. `Wide`: 64-bit
+// divisions (piece indices or counts past 2^31).
+template <bool Wide, bool ToPacked>
 __global__ void __launch_bounds__(kThreads) long_blocks(const LongBlockArgs a, const Work w) {
-  const int64_t i = Alone ? int64_t(blockIdx.x) * kThreads + threadIdx.x : int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int64_t i = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (i >= w.work) return;
   const int lane = threadIdx.x % 32;
   const int64_t g = w.first_piece + i;
@@ -168,9 +132,7 @@ __global__ void __launch_bounds__(kThreads) long_blocks(const LongBlockArgs a, c
     inst = q;
   }
   const uint64_t typed = w.typed + uint64_t(base + p.typed + (from - lo)), packed = w.packed + uint64_t(from - a.first);
-  if (Alone)
-    move_piece_alone(ToPacked ? packed : typed, ToPacked ? typed : packed, to - from);
-  else if (ToPacked)
+  if (ToPacked)
     move_piece(packed, typed, to - from, lane);
   else
     move_piece(typed, packed, to - from, lane);
@@ -183,21 +145,6 @@ int64_t piece_of(const LongBlockArgs &a, const std::vector<int64_t> &starts, int
   return inst * a.npieces + k;
 }
 
-template <bool Alone>
-void launch(const LongBlockArgs &a, const Work &w, unsigned grid, bool wide, bool to_packed, cudaStream_t stream) {
-  if (to_packed) {
-    if (wide)
-      long_blocks<true, true, Alone><<<grid, kThreads, 0, stream>>>(a, w);
-    else
-      long_blocks<false, true, Alone><<<grid, kThreads, 0, stream>>>(a, w);
-  } else {
-    if (wide)
-      long_blocks<true, false, Alone><<<grid, kThreads, 0, stream>>>(a, w);
-    else
-      long_blocks<false, false, Alone><<<grid, kThreads, 0, stream>>>(a, w);
-  }
-}
-
 }  // namespace
 
 bool long_block_plan(const Plan &plan) {
@@ -206,21 +153,13 @@ bool long_block_plan(const Plan &plan) {
   return blocks > 0 && plan.pattern_size >= kLongBlockBytes * blocks;
 }
 
-bool short_piece_plan(const Plan &plan) {
-  int64_t blocks = 0;
-  for (const Run &r : plan.pattern) blocks += r.count;
-  return blocks > 0 && plan.pattern_size >= kShortPieceBlock * blocks && plan.pattern_size < kLongBlockBytes * blocks &&
-         blocks + plan.pattern_size / kShortPieceBytes <= kMaxShortPieces;
-}
-
-std::vector<LongPiece> long_pieces(const Plan &plan, bool alone) {
-  const int64_t cut = alone ? kShortPieceBytes : kPieceBytes;
+std::vector<LongPiece> long_pieces(const Plan &plan) {
   std::vector<LongPiece> pieces;
   int64_t packed = 0;
   for (const Run &r : plan.pattern)
     for (int64_t b = 0; b < r.count && r.length > 0; ++b)
       for (int64_t at = 0; at < r.length;) {
-        const int64_t n = std::min(r.length - at, cut - packed % cut);
+        const int64_t n = std::min(r.length - at, kPieceBytes - packed % kPieceBytes);
         pieces.push_back({r.offset + b * r.stride + at, packed, n});
         at += n;
         packed += n;
@@ -229,24 +168,30 @@ std::vector<LongPiece> long_pieces(const Plan &plan, bool alone) {
 }
 
 Status launch_long_blocks(const LongBlockArgs &a, const std::vector<int64_t> &starts, const void *typed,
-                          void *packed, bool to_packed, bool alone, cudaStream_t stream) {
+                          void *packed, bool to_packed, cudaStream_t stream) {
   if (a.last <= a.first || a.npieces == 0) return Status::Ok;
   Work w;
   w.typed = reinterpret_cast<uintptr_t>(typed);
   w.packed = reinterpret_cast<uintptr_t>(packed);
   w.first_piece = piece_of(a, starts, a.first);
   w.work = piece_of(a, starts, a.last - 1) - w.first_piece + 1;
-  const int64_t per_block = alone ? kThreads : kWarps;
-  const int64_t blocks = (w.work + per_block - 1) / per_block;
+  const int64_t blocks = (w.work + kWarps - 1) / kWarps;
   if (blocks > int64_t(0x7fffffff)) return Status::Unsupported;
   const int64_t limit = int64_t(1) << 31;
   bool wide = w.first_piece + w.work >= limit || a.npieces >= limit;
   for (int d = 0; d < a.ndims; ++d) wide = wide || a.counts[d] >= limit;
   const unsigned grid = unsigned(blocks);
-  if (alone)
-    launch<true>(a, w, grid, wide, to_packed, stream);
-  else
-    launch<false>(a, w, grid, wide, to_packed, stream);
+  if (to_packed) {
+    if (wide)
+      long_blocks<true, true><<<grid, kThreads, 0, stream>>>(a, w);
+    else
+      long_blocks<false, true><<<grid, kThreads, 0, stream>>>(a, w);
+  } else {
+    if (wide)
+      long_blocks<true, false><<<grid, kThreads, 0, stream>>>(a, w);
+    else
+      long_blocks<false, false><<<grid, kThreads, 0, stream>>>(a, w);
+  }
   TEMPI_CUDA(cudaGetLastError());
   return Status::Ok;
 }

@@ -5,7 +5,7 @@
 // structs of mixed members, indexed types of vectors, one contiguous run, and streams
 // past 2^31 bytes (the 64-bit paths of the kernels); small patterns repeated many times
 // (cuda/small_pattern.cu) at their limits and with ranges that cut instances; medium
-// blocks, one thread per piece. Outputs are
+// blocks. Outputs are
 // poisoned; the typed and the packed source buffers end at their last byte, so that
 // compute-sanitizer's memcheck sees any read past them. Exits 77 (skipped) with a
 // message where no GPU is usable.
@@ -175,13 +175,7 @@ bool takes_small_pattern(const Plan &plan) {
   return !plan.strided() && !plan.contiguous() && !long_block_plan(plan) && small_pattern_plan(plan);
 }
 
-// Whether it moves `plan` one piece per thread (cuda/long_blocks.cu, medium blocks).
-bool takes_short_pieces(const Plan &plan) {
-  return !plan.strided() && !plan.contiguous() && !long_block_plan(plan) && !small_pattern_plan(plan) &&
-         short_piece_plan(plan);
-}
-
-// `n` blocks of 32-300 bytes (some longer than a thread's 256-byte piece) at any alignment,
+// `n` blocks of 32-300 bytes at any alignment,
 // gaps of 0-99 bytes, in memory order or shuffled.
 TypeDesc medium_blocks(std::mt19937_64 &rng, int n, bool shuffled) {
   std::vector<int64_t> len, disp;
@@ -334,12 +328,11 @@ TEST_CASE("long blocks: indexed types of long vectors, triangles of the benchmar
   }
 }
 
-TEST_CASE("medium blocks: one thread per piece, every alignment, ranges that cut pieces", "[gpu][blocklist][pieces]") {
+TEST_CASE("medium blocks (32-300 bytes) at every alignment, ranges that cut blocks", "[gpu][blocklist]") {
   std::mt19937_64 rng(6464);
   for (bool shuffled : {false, true})
     for (int64_t count : {1, 2, 5}) {
       const Plan plan = planned(medium_blocks(rng, 20 + int(rng() % 200), shuffled), count);
-      REQUIRE(takes_short_pieces(plan));
       check_plan(plan, rng, 8);
       std::vector<int64_t> ends;  // around block ends, and short ranges anywhere
       for_each_segment(plan, 0, plan.packed_size(), [&](int64_t, int64_t p, int64_t n) { ends.push_back(p + n); });
@@ -354,7 +347,6 @@ TEST_CASE("medium blocks: one thread per piece, every alignment, ranges that cut
     std::vector<int64_t> disp;
     for (int64_t i = 0; i < 3000; ++i) disp.push_back(i * 200 + int64_t(rng() % 137));
     const Plan plan = planned(desc::hindexed_block(len, disp, B1), 1);
-    REQUIRE(takes_short_pieces(plan));
     check_plan(plan, rng, 8);
   }
 }
@@ -498,7 +490,6 @@ TEST_CASE("a stream of short blocks past 2^31 bytes, byte-balanced kernel alone"
   const Plan plan = planned(desc::resized(0, 2640, desc::hindexed(len, disp, B1)), 1000000);
   REQUIRE(plan.packed_size() > (int64_t(1) << 31));
   REQUIRE_FALSE(takes_small_pattern(plan));
-  REQUIRE_FALSE(takes_short_pieces(plan));
   REQUIRE_FALSE(takes_long_blocks(plan));
   size_t free_bytes = 0, total = 0;
   CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
@@ -508,26 +499,6 @@ TEST_CASE("a stream of short blocks past 2^31 bytes, byte-balanced kernel alone"
     return;
   }
   std::mt19937_64 rng(29);
-  check_range(plan, 3, 5, (int64_t(1) << 31) - 100000, (int64_t(1) << 31) + 100000, rng());
-  check_range(plan, 0, 0, 0, plan.packed_size(), rng());
-}
-
-TEST_CASE("a stream of medium blocks past 2^31 bytes, one thread per piece", "[gpu][blocklist][large]") {
-  // 24 blocks of 90 bytes 100 apart (2160 packed bytes: too many for the tiled kernel) in an
-  // extent of 2400, a million times: 2.16 GB packed, 2.4 GB typed
-  std::vector<int64_t> len(24, 90), disp;
-  for (int64_t i = 0; i < 24; ++i) disp.push_back(7 + 100 * i + (i % 2));
-  const Plan plan = planned(desc::resized(0, 2400, desc::hindexed(len, disp, B1)), 1000000);
-  REQUIRE(plan.packed_size() > (int64_t(1) << 31));
-  REQUIRE(takes_short_pieces(plan));
-  size_t free_bytes = 0, total = 0;
-  CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
-  const Span span(plan);
-  if (int64_t(free_bytes) < span.bytes() + 2 * plan.packed_size() + (int64_t(1) << 30)) {
-    WARN("skipped: not enough free device memory for a 2^31-byte stream");
-    return;
-  }
-  std::mt19937_64 rng(23);
   check_range(plan, 3, 5, (int64_t(1) << 31) - 100000, (int64_t(1) << 31) + 100000, rng());
   check_range(plan, 0, 0, 0, plan.packed_size(), rng());
 }

@@ -50,10 +50,13 @@ struct Tile {
   int instances, slot;     // instances per tile; shared bytes per instance (a multiple of 16)
   int map_at, chunk_at, off_at;  // offsets in shared memory of the map and the per-instance data
   int accesses;  // accesses per instance: the most that a span's alignment in this launch needs
-  uint64_t inv_size, inv_accesses;  // ceil(2^32 / d): x / d as (x * inv) >> 32 for the x of a tile
+  uint64_t inv_size;  // inverse(size)
   int64_t tiles;
 };
 
+// ceil(2^32 / d): x / d is (x * inverse(d)) >> 32 wherever x * d < 2^32 (exact: the error
+// x * (inverse(d) - 2^32 / d) / 2^32 stays under 1 / d), which holds for the x of a tile.
+__host__ __device__ __forceinline__ uint64_t inverse(int64_t d) { return ((uint64_t(1) << 32) + uint64_t(d) - 1) / uint64_t(d); }
 __device__ __forceinline__ int div_by(int x, uint64_t inv) { return int((uint64_t(x) * inv) >> 32); }
 
 // One access of `1 << code` bytes (code 0-4), into or out of the low bytes of a uint4.
@@ -148,9 +151,13 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
     const int items = n * accesses;
 
     // Access `k` of the tile: instance k / accesses, at the list of its span's alignment.
+    // Access `k` of the tile: access k / n of instance k % n, so that the lanes of a warp
+    // take the same access of consecutive instances (the same width where their spans'
+    // alignments agree: no divergence) rather than the different accesses of one.
+    const uint64_t inv_n = inverse(n);
     auto access = [&](int k, uint32_t &code, int &staged, uint64_t &typed) {
-      const int i = div_by(k, t.inv_accesses), phase = off[i] - i * t.slot;
-      const uint32_t e = __ldg(a.table.access + phase * a.table.stride + (k - i * accesses));
+      const int which = div_by(k, inv_n), i = k - which * n, phase = off[i] - i * t.slot;
+      const uint32_t e = __ldg(a.table.access + phase * a.table.stride + which);
       code = e & 7u;
       staged = i * t.slot + int(e >> 3);
       typed = chunk0[i] + (e >> 3);
@@ -247,8 +254,6 @@ struct SpanBytes {
   }
 };
 
-uint64_t inverse(int64_t d) { return ((uint64_t(1) << 32) + uint64_t(d) - 1) / uint64_t(d); }
-
 }  // namespace
 
 bool small_pattern_plan(const Plan &plan) {
@@ -326,7 +331,10 @@ Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *
   t.typed = reinterpret_cast<uintptr_t>(typed);
   t.packed = reinterpret_cast<uintptr_t>(packed);
   // Room for a span at any alignment: up to 15 bytes before its first byte.
+  // An odd number of 16-byte units, so that the lanes' accesses at one offset of
+  // consecutive spans fall in different banks of shared memory.
   t.slot = round16(a.table.span + kWindow - 1);
+  if (t.slot / kWindow % 2 == 0) t.slot += kWindow;
   t.instances = int(std::max<int64_t>(1, std::min<int64_t>({(kTileBytes + size - 1) / size, kTileData / t.slot, kMaxTile,
                                                             a.inst_count})));
   t.map_at = t.instances * t.slot;
@@ -339,9 +347,9 @@ Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *
   const int first = int((t.typed + uint64_t(a.start + a.table.span_lo)) & (kWindow - 1));
   t.accesses = 0;
   for (int p = first % int(step); p < kWindow; p += int(step)) t.accesses = std::max(t.accesses, a.table.accesses[p]);
-  // Exact for the quotients a tile takes: x * d < 2^32 (x < 2^21 bytes or accesses, d <= 2^11).
+  // Exact for the quotients a tile takes: bytes < 2^21 over size <= 2^11; accesses
+  // < 2^10 * accesses over instances <= 2^10, accesses <= 2^11.
   t.inv_size = inverse(size);
-  t.inv_accesses = inverse(t.accesses);
   t.tiles = (a.inst_count + t.instances - 1) / t.instances;
   const unsigned grid = unsigned(std::min<int64_t>(t.tiles, int64_t(1) << 20));
   const int64_t limit = int64_t(1) << 31;

@@ -8,7 +8,8 @@
 //
 // Block lists and contiguous runs (issue 11, issue 19) have their own table: each
 // object's packed bytes verified against PMPI_Pack on a host copy, a hand-written
-// kernel beside the triangles (tools/bench_pack_blocklist_kernels.cu), and the
+// kernel beside the triangles, the 64-byte random blocks and the struct array
+// (tools/bench_pack_blocklist_kernels.cu), and the
 // roofline: the bytes DRAM must move (typed side at 32-byte sector granularity) at the
 // copy rate measured in the same run.
 //   bench_pack [--csv FILE] [--blocklist-csv FILE] [--rows all|strided|blocklist|reorder] [--only NAME]
@@ -35,6 +36,9 @@ int permute_zxy(const float *src, float *dst, int n, bool pack, cudaStream_t str
 namespace bench_pack_blocklist {
 int triangle(double *matrix, double *packed, long long n, bool lower, bool pack, cudaStream_t stream);
 int fill_bytes(void *p, long long n, unsigned long long seed, cudaStream_t stream);
+int blocks(void *typed, void *packed, const long long *displs, long long n, int len, bool pack, cudaStream_t stream);
+int structs(void *typed, void *packed, long long count, int extent, const int *offsets, int size, bool pack,
+            cudaStream_t stream);
 }  // namespace bench_pack_blocklist
 
 namespace {
@@ -469,7 +473,16 @@ bool run_blocklists(FILE *csv, const std::string &only, cudaStream_t s) {
       blocks.push_back({displs[i], 64});
     }
     MPI_Type_create_indexed_block(n, 64, displs.data(), MPI_BYTE, &t);
-    row("irregular-64B-random", t, 1, blocks, int64_t(n) * 4096);
+    const std::vector<long long> at(displs.begin(), displs.end());
+    long long *dev = nullptr;
+    CUDA(cudaMalloc(reinterpret_cast<void **>(&dev), at.size() * sizeof(long long)));
+    CUDA(cudaMemcpy(dev, at.data(), at.size() * sizeof(long long), cudaMemcpyHostToDevice));
+    const Hand hand = [dev, n](void *typed, void *packed, bool pack, cudaStream_t st) {
+      CUDA(bench_pack_blocklist::blocks(typed, packed, dev, n, 64, pack, st) == cudaSuccess ? cudaSuccess
+                                                                                          : cudaErrorUnknown);
+    };
+    row("irregular-64B-random", t, 1, blocks, int64_t(n) * 4096, hand);
+    cudaFree(dev);
   }
   {  // lengths uniform in 4 B - 4 KiB, gaps of 0-255 B, any alignment (64 MiB packed)
     std::vector<int> lens;
@@ -498,7 +511,20 @@ bool run_blocklists(FILE *csv, const std::string &only, cudaStream_t s) {
     blocks.clear();
     for (int64_t i = 0; i < count; ++i)
       for (auto [o, l] : {std::pair<int64_t, int64_t>{0, 4}, {8, 24}, {32, 1}, {34, 4}}) blocks.push_back({40 * i + o, l});
-    row("struct-mixed", t, count, blocks, int64_t(count) * 40);
+    std::vector<int> offsets;  // the 33 packed bytes of a struct
+    for (auto [o, l] : {std::pair<int, int>{0, 4}, {8, 24}, {32, 1}, {34, 4}})
+      for (int b = 0; b < l; ++b) offsets.push_back(o + b);
+    int *dev = nullptr;
+    CUDA(cudaMalloc(reinterpret_cast<void **>(&dev), offsets.size() * sizeof(int)));
+    CUDA(cudaMemcpy(dev, offsets.data(), offsets.size() * sizeof(int), cudaMemcpyHostToDevice));
+    const int size = int(offsets.size());
+    const Hand hand = [dev, count, size](void *typed, void *packed, bool pack, cudaStream_t st) {
+      CUDA(bench_pack_blocklist::structs(typed, packed, count, 40, dev, size, pack, st) == cudaSuccess
+               ? cudaSuccess
+               : cudaErrorUnknown);
+    };
+    row("struct-mixed", t, count, blocks, int64_t(count) * 40, hand);
+    cudaFree(dev);
   }
   {  // the same struct in a 1000 x 1000 grid, the left half of every row (a subarray of structs)
     const int lens[] = {1, 3, 1, 2};

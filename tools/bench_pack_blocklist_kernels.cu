@@ -1,6 +1,7 @@
 // The hand-written baselines of tools/bench_pack's block-list rows: the kernel an
 // application would write to gather a triangular matrix (one thread block per column,
-// issue 19), and a fill of the typed buffers with varied bytes (timing on constant data
+// issue 19), blocks at known offsets or an array of structs (one thread per byte, issue
+// 11), and a fill of the typed buffers with varied bytes (timing on constant data
 // can flatter a kernel).
 //
 // The interface is plain types, declared again in bench_pack.cpp (a signature mismatch
@@ -28,6 +29,34 @@ __global__ void columns(double *matrix, double *packed, long long n, bool lower)
   }
 }
 
+// One thread per byte, as an application that knows its blocks would write it: byte b
+// of block i (of `len` bytes at typed offset displs[i]) is packed byte i * len + b.
+template <bool Pack>
+__global__ void blocks_by_byte(unsigned char *typed, unsigned char *packed, const long long *displs, long long n,
+                               int len) {
+  const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= n * len) return;
+  unsigned char *t = typed + displs[j / len] + j % len;
+  if (Pack)
+    packed[j] = *t;
+  else
+    *t = packed[j];
+}
+
+// One thread per byte of an array of `count` structs `extent` bytes apart, whose packed
+// bytes are struct bytes offsets[0 .. size).
+template <bool Pack>
+__global__ void structs_by_byte(unsigned char *typed, unsigned char *packed, long long count, int extent,
+                                const int *offsets, int size) {
+  const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= count * size) return;
+  unsigned char *t = typed + (j / size) * extent + offsets[j % size];
+  if (Pack)
+    packed[j] = *t;
+  else
+    *t = packed[j];
+}
+
 __global__ void fill(unsigned char *p, long long n, unsigned long long seed) {
   const long long step = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
@@ -48,6 +77,31 @@ int triangle(double *matrix, double *packed, long long n, bool lower, bool pack,
     columns<true><<<unsigned(n), kThreads, 0, stream>>>(matrix, packed, n, lower);
   else
     columns<false><<<unsigned(n), kThreads, 0, stream>>>(matrix, packed, n, lower);
+  return cudaGetLastError();
+}
+
+// Packs or unpacks n blocks of len bytes at typed offsets displs[] (device memory).
+int blocks(void *typed, void *packed, const long long *displs, long long n, int len, bool pack, cudaStream_t stream) {
+  const unsigned grid = unsigned((n * len + kThreads - 1) / kThreads);
+  auto *t = static_cast<unsigned char *>(typed);
+  auto *p = static_cast<unsigned char *>(packed);
+  if (pack)
+    blocks_by_byte<true><<<grid, kThreads, 0, stream>>>(t, p, displs, n, len);
+  else
+    blocks_by_byte<false><<<grid, kThreads, 0, stream>>>(t, p, displs, n, len);
+  return cudaGetLastError();
+}
+
+// Packs or unpacks `count` structs (packed bytes at struct offsets[0 .. size), device memory).
+int structs(void *typed, void *packed, long long count, int extent, const int *offsets, int size, bool pack,
+            cudaStream_t stream) {
+  const unsigned grid = unsigned((count * size + kThreads - 1) / kThreads);
+  auto *t = static_cast<unsigned char *>(typed);
+  auto *p = static_cast<unsigned char *>(packed);
+  if (pack)
+    structs_by_byte<true><<<grid, kThreads, 0, stream>>>(t, p, count, extent, offsets, size);
+  else
+    structs_by_byte<false><<<grid, kThreads, 0, stream>>>(t, p, count, extent, offsets, size);
   return cudaGetLastError();
 }
 

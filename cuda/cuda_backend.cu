@@ -232,17 +232,23 @@ struct DeviceBlockList {
   std::vector<int64_t> piece_starts;   // long blocks: their stream offsets, on the host
 };
 
-// What both block-list kernels' arguments say alike: one pattern instance repeated over
-// the plan's dimensions, restricted to stream bytes [first, last).
+// The plan's start and repetition dimensions, as every kernel's arguments hold them.
 template <class Args>
-void repeat_over_dims(const Plan &plan, int64_t first, int64_t last, Args &a) {
+void set_dims(const Plan &plan, Args &a) {
   a.start = plan.start;
-  a.pattern_size = plan.pattern_size;
   a.ndims = int(plan.dims.size());
   for (int d = 0; d < a.ndims; ++d) {
     a.counts[d] = plan.dims[d].count;
     a.strides[d] = plan.dims[d].stride;
   }
+}
+
+// What both block-list kernels' arguments say alike: one pattern instance repeated over
+// the plan's dimensions, restricted to stream bytes [first, last).
+template <class Args>
+void repeat_over_dims(const Plan &plan, int64_t first, int64_t last, Args &a) {
+  set_dims(plan, a);
+  a.pattern_size = plan.pattern_size;
   a.first = first;
   a.last = last;
 }
@@ -583,13 +589,8 @@ class CudaBackend final : public Backend {
 
     if (plan.strided()) {
       StridedArgs a;
-      a.start = plan.start;
+      set_dims(plan, a);
       a.block = plan.pattern_size;
-      a.ndims = int(plan.dims.size());
-      for (int d = 0; d < a.ndims; ++d) {
-        a.counts[d] = plan.dims[d].count;
-        a.strides[d] = plan.dims[d].stride;
-      }
       a.first = first;
       a.last = last;
       const int word = widest_word(addr_bits | dim_bits | uint64_t(a.block));
@@ -629,12 +630,7 @@ class CudaBackend final : public Backend {
     if (whole_end <= whole_first) return part(first, last);
     SmallPatternArgs s;
     s.table = list.small_table;
-    s.start = plan.start;
-    s.ndims = int(plan.dims.size());
-    for (int d = 0; d < s.ndims; ++d) {
-      s.counts[d] = plan.dims[d].count;
-      s.strides[d] = plan.dims[d].stride;
-    }
+    set_dims(plan, s);
     s.inst_first = whole_first;
     s.inst_count = whole_end - whole_first;
     TEMPI_TRY(launch_small_pattern(s, typed, static_cast<char *>(packed) + (whole_first * size - first), to_packed,

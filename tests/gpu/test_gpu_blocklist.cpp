@@ -131,18 +131,9 @@ Plan planned(const TypeDesc &d, int64_t count) {
 
 const TypeDesc B1 = desc::named(1), B2 = desc::named(2), B4 = desc::named(4), B8 = desc::named(8);
 
-// `n` blocks of MPI_BYTE: lengths from 1 to max_len (log-uniform, so short and long
-// ones both occur), gaps of 0-99 bytes, the first block at any alignment.
-TypeDesc random_blocks(std::mt19937_64 &rng, int n, int64_t max_len, bool shuffled) {
-  std::vector<int64_t> len, disp;
-  int64_t at = int64_t(rng() % 64);
-  for (int i = 0; i < n; ++i) {
-    const double u = std::uniform_real_distribution<double>(0, std::log(double(max_len)))(rng);
-    len.push_back(std::max<int64_t>(1, std::min<int64_t>(max_len, int64_t(std::exp(u)))));
-    disp.push_back(at);
-    at += len.back() + int64_t(rng() % 100);
-  }
-  if (shuffled) {  // packed order other than memory order
+// Blocks of MPI_BYTE, packed in memory order or (shuffled) in another.
+TypeDesc blocks_in_order(std::vector<int64_t> len, std::vector<int64_t> disp, bool shuffled, std::mt19937_64 &rng) {
+  if (shuffled) {
     std::vector<size_t> order(len.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
@@ -155,6 +146,20 @@ TypeDesc random_blocks(std::mt19937_64 &rng, int n, int64_t max_len, bool shuffl
     disp.swap(d2);
   }
   return desc::hindexed(len, disp, B1);
+}
+
+// `n` blocks of MPI_BYTE: lengths from 1 to max_len (log-uniform, so short and long
+// ones both occur), gaps of 0-99 bytes, the first block at any alignment.
+TypeDesc random_blocks(std::mt19937_64 &rng, int n, int64_t max_len, bool shuffled) {
+  std::vector<int64_t> len, disp;
+  int64_t at = int64_t(rng() % 64);
+  for (int i = 0; i < n; ++i) {
+    const double u = std::uniform_real_distribution<double>(0, std::log(double(max_len)))(rng);
+    len.push_back(std::max<int64_t>(1, std::min<int64_t>(max_len, int64_t(std::exp(u)))));
+    disp.push_back(at);
+    at += len.back() + int64_t(rng() % 100);
+  }
+  return blocks_in_order(len, disp, shuffled, rng);
 }
 
 // Column-major N x N doubles, one column per block (the ScaLAPACK case, issue 19).
@@ -185,19 +190,7 @@ TypeDesc medium_blocks(std::mt19937_64 &rng, int n, bool shuffled) {
     disp.push_back(at);
     at += len.back() + int64_t(rng() % 100);
   }
-  if (shuffled) {
-    std::vector<size_t> order(len.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::shuffle(order.begin(), order.end(), rng);
-    std::vector<int64_t> l2, d2;
-    for (size_t i : order) {
-      l2.push_back(len[i]);
-      d2.push_back(disp[i]);
-    }
-    len.swap(l2);
-    disp.swap(d2);
-  }
-  return desc::hindexed(len, disp, B1);
+  return blocks_in_order(len, disp, shuffled, rng);
 }
 
 // Ranges that start and end near instance boundaries (and so near tile boundaries, which
@@ -229,19 +222,22 @@ TypeDesc long_blocks_with_bytes(std::mt19937_64 &rng, int n, bool shuffled) {
     }
     if (rng() % 2) std::swap(len[len.size() - 1], len[len.size() - 2]), std::swap(disp[disp.size() - 1], disp[disp.size() - 2]);
   }
-  if (shuffled) {
-    std::vector<size_t> order(len.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::shuffle(order.begin(), order.end(), rng);
-    std::vector<int64_t> l2, d2;
-    for (size_t i : order) {
-      l2.push_back(len[i]);
-      d2.push_back(disp[i]);
-    }
-    len.swap(l2);
-    disp.swap(d2);
+  return blocks_in_order(len, disp, shuffled, rng);
+}
+
+// A range across 2^31 (small host images), typed and packed data `ts` and `ps` bytes past
+// their allocations' starts, then with `whole` the whole stream; skipped with a warning
+// where the device has not the memory.
+void check_past_2_31(const Plan &plan, uint64_t seed, int ts, int ps, bool whole) {
+  size_t free_bytes = 0, total = 0;
+  CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
+  if (int64_t(free_bytes) < Span(plan).bytes() + 2 * plan.packed_size() + (int64_t(1) << 30)) {
+    WARN("skipped: not enough free device memory for a 2^31-byte stream");
+    return;
   }
-  return desc::hindexed(len, disp, B1);
+  std::mt19937_64 rng(seed);
+  check_range(plan, ts, ps, (int64_t(1) << 31) - 100000, (int64_t(1) << 31) + 100000, rng());
+  if (whole) check_range(plan, 0, 0, 0, plan.packed_size(), rng());
 }
 
 }  // namespace
@@ -469,17 +465,7 @@ TEST_CASE("a stream past 2^31 bytes takes the 64-bit path", "[gpu][blocklist][la
   const Plan plan = planned(desc::resized(0, 200, desc::hindexed({100, 40, 1}, {3, 110, 160}, B1)), 15300000);
   REQUIRE(plan.packed_size() > (int64_t(1) << 31));
   REQUIRE(takes_small_pattern(plan));
-  size_t free_bytes = 0, total = 0;
-  CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
-  const Span span(plan);
-  if (int64_t(free_bytes) < span.bytes() + 2 * plan.packed_size() + (int64_t(1) << 30)) {
-    WARN("skipped: not enough free device memory for a 2^31-byte stream");
-    return;
-  }
-  std::mt19937_64 rng(13);
-  // a range across 2^31 (small host images), then the whole stream
-  check_range(plan, 3, 5, (int64_t(1) << 31) - 100000, (int64_t(1) << 31) + 100000, rng());
-  check_range(plan, 0, 0, 0, plan.packed_size(), rng());
+  check_past_2_31(plan, 13, 3, 5, true);
 }
 
 TEST_CASE("a stream of short blocks past 2^31 bytes, byte-balanced kernel alone", "[gpu][blocklist][large]") {
@@ -491,16 +477,7 @@ TEST_CASE("a stream of short blocks past 2^31 bytes, byte-balanced kernel alone"
   REQUIRE(plan.packed_size() > (int64_t(1) << 31));
   REQUIRE_FALSE(takes_small_pattern(plan));
   REQUIRE_FALSE(takes_long_blocks(plan));
-  size_t free_bytes = 0, total = 0;
-  CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
-  const Span span(plan);
-  if (int64_t(free_bytes) < span.bytes() + 2 * plan.packed_size() + (int64_t(1) << 30)) {
-    WARN("skipped: not enough free device memory for a 2^31-byte stream");
-    return;
-  }
-  std::mt19937_64 rng(29);
-  check_range(plan, 3, 5, (int64_t(1) << 31) - 100000, (int64_t(1) << 31) + 100000, rng());
-  check_range(plan, 0, 0, 0, plan.packed_size(), rng());
+  check_past_2_31(plan, 29, 3, 5, true);
 }
 
 TEST_CASE("a stream of long blocks past 2^31 bytes takes the 64-bit path", "[gpu][blocklist][large]") {
@@ -509,15 +486,7 @@ TEST_CASE("a stream of long blocks past 2^31 bytes takes the 64-bit path", "[gpu
   const Plan plan = planned(desc::resized(0, 4200, desc::hindexed({1000, 1, 3000}, {3, 1010, 1100}, B1)), 540000);
   REQUIRE(plan.packed_size() > (int64_t(1) << 31));
   REQUIRE(takes_long_blocks(plan));
-  size_t free_bytes = 0, total = 0;
-  CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
-  const Span span(plan);
-  if (int64_t(free_bytes) < span.bytes() + 2 * plan.packed_size() + (int64_t(1) << 30)) {
-    WARN("skipped: not enough free device memory for a 2^31-byte stream");
-    return;
-  }
-  std::mt19937_64 rng(17);
-  check_range(plan, 5, 3, (int64_t(1) << 31) - 100000, (int64_t(1) << 31) + 100000, rng());
+  check_past_2_31(plan, 17, 5, 3, false);
 }
 
 int main(int argc, char **argv) {

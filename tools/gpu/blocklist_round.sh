@@ -7,7 +7,7 @@
 # check), and Nsight Compute's DRAM figures for the block-list kernels of a few rows. Each step gets what is left of a 570 s
 # budget (one call of the device tool), the important ones first. Tables and CSV go to
 # $OUT (or ./gpu-out), the logs into $OUT/blocklist-logs.tgz.
-#   bash tools/gpu/blocklist_round.sh        (env: STRIDED=quick|full|0, NCU_ROWS="name ...", NCU_DETAIL=row, NCU_SOURCE=row,
+#   bash tools/gpu/blocklist_round.sh        (env: STRIDED=quick|full|0, NCU_ROWS="name ...", NCU_DETAIL=row,
 #     VARIANTS="name=sed-script|...": also builds a copy of the tree whose cuda/blocklist.cu
 #     the sed script edits, and runs the block-list test and table with it, e.g.
 #     VARIANTS='steps1=s/kSteps = 2;/kSteps = 1;/')
@@ -109,13 +109,6 @@ if [ -n "${NCU_DETAIL:-}" ]; then  # where the kernels of one row stall, and the
     $b/tools/bench_pack --rows blocklist --only "$NCU_DETAIL" > "$logs/ncu-detail.txt" 2>&1
   echo "exit $?"
   grep -vE "^==PROF==|^ *$" "$logs/ncu-detail.txt" | grep -A200 "small_pattern\|gather\|scatter" | head -150
-fi
-if [ -n "${NCU_SOURCE:-}" ]; then  # instructions executed per source line of the kernels of one row
-  echo "--- ncu source counters: $NCU_SOURCE"
-  step 120 ncu --clock-control none --section SourceCounters --page source --print-source cuda --csv \
-    -k "regex:small_pattern|gather|scatter" -c 2 \
-    $b/tools/bench_pack --rows blocklist --only "$NCU_SOURCE" > "$logs/ncu-source.csv" 2> "$logs/ncu-source.err"
-  echo "exit $? ($(wc -l < "$logs/ncu-source.csv") lines)"; tail -3 "$logs/ncu-source.err"
 fi
 tar -czf "$top/blocklist-logs.tgz" -C "$top" blocklist-logs && rm -rf "$logs"
 echo "round done at ${SECONDS}s"

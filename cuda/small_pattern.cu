@@ -10,9 +10,10 @@
 //  - pack: the spans are read with the fewest aligned accesses (1 to 16 bytes) that cover
 //    exactly their typed bytes, listed once per plan for each of the 16 alignments a span
 //    may have, so that a thread's work is one access of one instance whatever the
-//    members: nothing but the type's bytes is read, and lanes do not diverge on masks.
-//    Then the tile's packed bytes are gathered from shared memory through a per-byte map
-//    and written as aligned 4-byte words, coalesced.
+//    members, and nothing but the type's bytes is read; a warp's lanes take the same
+//    access of consecutive instances, so they diverge only where the instances'
+//    alignments differ. Then the tile's packed bytes are gathered from shared memory
+//    through a per-byte map and written as aligned 4-byte words, coalesced.
 //  - unpack: the packed words are scattered into the staged spans through the same map,
 //    and the spans written back with the same accesses, so the gaps between members,
 //    which may belong to other data, are never written.

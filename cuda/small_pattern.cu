@@ -151,8 +151,7 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
     const int words = (lead + bytes + 3) / 4;
     const int items = n * accesses;
 
-    // Access `k` of the tile: instance k / accesses, at the list of its span's alignment.
-    // Access `k` of the tile. Packing, access k / n of instance k % n: the lanes of a warp
+    // Access `k` of the tile, from the list of its span's alignment. Packing, access k / n of instance k % n: the lanes of a warp
     // take the same access of consecutive instances (the same width where their spans'
     // alignments agree, so they do not diverge), and their loads meet in L1. Unpacking,
     // access k % accesses of instance k / accesses: the lanes' stores to the typed buffer

@@ -84,7 +84,9 @@ struct LongBlockArgs {
 // through shared memory. `map` gives, for each byte of an instance's packed bytes, its
 // offset in the instance's typed span (the bytes from its first typed byte to its last);
 // `access` lists, for each of the 16 alignments a span may have, the aligned accesses
-// that cover its typed bytes exactly (`accesses[p]` of them at entry `p * stride`).
+// that cover its typed bytes exactly (`accesses[p]` of them at entry `p * stride`, each
+// (slot byte << 3) | log2(width), slot byte p + x holding span byte x).
+constexpr uint32_t kNoAccess = 7;           // an access entry's code that pads a list
 constexpr int64_t kMaxSmallPattern = 2048;  // packed bytes of an instance
 constexpr int64_t kMaxSmallSpan = 2048;     // typed span of an instance
 struct SmallPatternTable {

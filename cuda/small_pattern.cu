@@ -42,8 +42,6 @@ constexpr int kTileBytes = 8192;
 constexpr int kTileData = 24 * 1024;
 constexpr int kMaxTile = 1024;
 constexpr int kBatch = 4;  // global loads a thread has in flight
-// An access: (slot byte << 3) | log2(width); kNoAccess pads a phase's list.
-constexpr uint32_t kNoAccess = 7;
 
 // What the kernel needs besides the table: the shape of a tile in shared memory.
 struct Tile {

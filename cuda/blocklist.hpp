@@ -80,35 +80,49 @@ struct LongBlockArgs {
 };
 
 // Plans of a small pattern repeated many times (small_pattern.cu): structs of mixed
-// members, arrays and subarrays of them. A thread block stages a tile of whole instances
-// through shared memory. `map` gives, for each byte of an instance's packed bytes, its
-// offset in the instance's typed span (the bytes from its first typed byte to its last);
-// `access` lists, for each of the 16 alignments a span may have, the aligned accesses
-// that cover its typed bytes exactly (`accesses[p]` of them at entry `p * stride`, each
-// (slot byte << 3) | log2(width), slot byte p + x holding span byte x).
+// members, arrays and subarrays of them, and gathers of one small shape at a list of
+// offsets (indexed types of equal blocks, of structs, of vectors). A thread block stages
+// a tile of whole instances through shared memory. An instance is the whole pattern,
+// or, where the pattern is `ngroups` groups of runs of one shape, one group: group g
+// of repetition i lies `groups[g]` bytes after group 0 of repetition i. `map` gives, for
+// each byte of an instance's packed bytes, its offset in the instance's typed span (the
+// bytes from its first typed byte to its last); `access` lists, for each of the 16
+// alignments a span may have, the aligned accesses that cover its typed bytes exactly
+// (`accesses[p]` of them at entry `p * stride`, each (slot byte << 3) | log2(width),
+// slot byte p + x holding span byte x).
 constexpr uint32_t kNoAccess = 7;           // an access entry's code that pads a list
 constexpr int64_t kMaxSmallPattern = 2048;  // packed bytes of an instance
 constexpr int64_t kMaxSmallSpan = 2048;     // typed span of an instance
 struct SmallPatternTable {
   const uint16_t *map = nullptr;
   const uint32_t *access = nullptr;
+  const int64_t *groups = nullptr;  // ngroups offsets; null for one group
+  int64_t ngroups = 1;
   int64_t span_lo = 0;  // typed offset of the span's first byte in an instance
   int span = 0, size = 0, stride = 0;
+  int group_step = 16;  // the groups' offsets are multiples of this, mod 16
   int accesses[16] = {};
 };
 struct SmallPatternImage {
   std::vector<uint16_t> map;
   std::vector<uint32_t> access;
+  std::vector<int64_t> groups;  // empty for one group
   int64_t span_lo = 0;
-  int span = 0, stride = 0;
+  int span = 0, stride = 0, group_step = 16;
   int accesses[16] = {};
   size_t bytes() const;
   void lay_out(void *host, void *device, SmallPatternTable &t) const;
 };
-bool small_pattern_plan(const Plan &plan);  // requires !plan.strided()
-SmallPatternImage small_pattern_image(const Plan &plan);
+// The blocks of an instance (the pattern's runs expanded): all of the pattern's where the
+// whole pattern is small, else the fewest that make groups of one small shape, 1 where
+// that shape is one block or an equal piece of every block (gathered elements, adjacent
+// ones merged); 0 where none of these (the byte-balanced kernel).
+int64_t small_pattern_blocks(const Plan &plan);  // requires !plan.strided()
+inline bool small_pattern_plan(const Plan &plan) { return small_pattern_blocks(plan) > 0; }
+SmallPatternImage small_pattern_image(const Plan &plan);  // requires small_pattern_plan(plan)
 
-// Whole instances [inst_first, inst_first + inst_count) of a small-pattern plan.
+// Whole instances [inst_first, inst_first + inst_count) of a small-pattern plan, in
+// packed order: instance j is group j % ngroups of repetition j / ngroups.
 struct SmallPatternArgs {
   SmallPatternTable table;
   int64_t start = 0;

@@ -614,12 +614,12 @@ class CudaBackend final : public Backend {
     return launch_blocklist(a, typed, packed, to_packed, stream);
   }
 
-  // A small pattern's whole instances in [first, last) through the tiled kernel, the parts
-  // of instances at the range's two ends (pipelined chunks cut them) through the
-  // byte-balanced one.
+  // A small pattern's whole instances (repetitions, or groups of them) in [first, last)
+  // through the tiled kernel, the parts of instances at the range's two ends (pipelined
+  // chunks cut them) through the byte-balanced one.
   static Status move_small_pattern(const Plan &plan, const DeviceBlockList &list, void *typed, void *packed,
                                    int64_t first, int64_t last, bool to_packed, cudaStream_t stream) {
-    const int64_t size = plan.pattern_size;
+    const int64_t size = list.small_table.size;
     const int64_t whole_first = (first + size - 1) / size, whole_end = last / size;
     auto part = [&](int64_t lo, int64_t hi) {
       BlockListArgs a;

@@ -131,6 +131,11 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
     __syncthreads();  // the previous tile is done with shared memory (and the map is in)
     for (int i = threadIdx.x; i < n; i += kThreads) {
       int64_t inst = i0 + i, base = a.start;
+      if (a.table.ngroups > 1) {
+        const int64_t q = quot<Wide>(inst, a.table.ngroups);
+        base += __ldg(a.table.groups + (inst - q * a.table.ngroups));
+        inst = q;
+      }
       for (int d = 0; d < a.ndims; ++d) {
         const int64_t q = quot<Wide>(inst, a.counts[d]);
         base += (inst - q * a.counts[d]) * a.strides[d];
@@ -244,11 +249,12 @@ void launch(const SmallPatternArgs &a, const Tile &t, size_t shared_bytes, unsig
 
 int round16(int64_t x) { return int((x + kWindow - 1) / kWindow * kWindow); }
 
-// The typed bytes of one pattern instance, as offsets in its span [lo, hi).
+// The typed bytes of runs [0, n) of a pattern, as offsets in their span [lo, hi).
 struct SpanBytes {
   int64_t lo = INT64_MAX, hi = INT64_MIN;
-  explicit SpanBytes(const Plan &plan) {
-    for (const Run &r : plan.pattern) {
+  SpanBytes(const Run *runs, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const Run &r = runs[i];
       if (r.length <= 0 || r.count <= 0) continue;
       const int64_t last = r.offset + (r.count - 1) * r.stride;
       lo = std::min({lo, r.offset, last});
@@ -257,25 +263,133 @@ struct SpanBytes {
   }
 };
 
+int64_t packed_bytes(const Run *runs, size_t n) {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < n; ++i) bytes += runs[i].length * runs[i].count;
+  return bytes;
+}
+
+// Whether an instance of `size` packed bytes and span `s` fits a tile: 4 bytes at least
+// (see Word), and not so sparse that the staged spans would be mostly gaps (those go to
+// the byte-balanced kernel).
+bool fits_tile(int64_t size, const SpanBytes &s) {
+  return size >= 4 && size <= kMaxSmallPattern && s.hi > s.lo && s.hi - s.lo <= kMaxSmallSpan &&
+         s.hi - s.lo <= 8 * size;
+}
+
+// The blocks of a pattern in packed order, its runs expanded. Groups are looked for among
+// blocks, not runs: the plan may have folded any few blocks into one strided run.
+class Blocks {
+ public:
+  explicit Blocks(const RunList &runs) : runs_(runs) {}
+  bool next(int64_t &offset, int64_t &length) {
+    while (r_ < runs_.size() && k_ >= runs_[r_].count) ++r_, k_ = 0;
+    if (r_ == runs_.size()) return false;
+    const Run &run = runs_[r_];
+    offset = run.offset + k_++ * run.stride;
+    length = run.length;
+    return true;
+  }
+
+ private:
+  const RunList &runs_;
+  size_t r_ = 0;
+  int64_t k_ = 0;
+};
+
+int64_t block_count(const RunList &runs) {
+  int64_t n = 0;
+  for (const Run &r : runs) n += r.count;
+  return n;
+}
+
+// Patterns of more blocks or pieces than this are not cut into groups (the search reads
+// every block; the kernel reads an offset per group), nor are groups of more blocks: a
+// gathered shape is a block, a struct or a vector.
+constexpr int64_t kMaxGroups = int64_t(1) << 22;
+constexpr int64_t kMaxGroupBlocks = 2048;
+
+// Groups of one block: the length of the pieces that cut every block of the pattern, the
+// gcd of their lengths, where that makes at most twice as many pieces as blocks (gathered
+// elements, some adjacent ones merged into one block by the plan), else 0.
+int64_t piece_length(const RunList &runs, int64_t blocks, int64_t packed) {
+  int64_t g = 0;
+  for (const Run &r : runs) g = std::gcd(g, r.length);
+  return g > 0 && packed / g <= std::min(2 * blocks, kMaxGroups) ? g : 0;
+}
+
+// Whether the pattern's blocks are groups of `k` (2 or more) that repeat the shape of the
+// first group at other offsets; `first` gets the first group's blocks.
+bool groups_of(const RunList &runs, int64_t k, std::vector<Run> &first) {
+  first.clear();
+  Blocks blocks(runs);
+  int64_t offset, length, i = 0, shift = 0;
+  for (; blocks.next(offset, length); ++i) {
+    const int64_t j = i % k;
+    if (i < k) {
+      first.push_back({offset, length, 0, 1});
+      continue;
+    }
+    if (j == 0) shift = offset - first[0].offset;
+    if (length != first[size_t(j)].length || offset - shift != first[size_t(j)].offset) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-bool small_pattern_plan(const Plan &plan) {
-  if (plan.pattern_size < 4 || plan.pattern_size > kMaxSmallPattern) return false;  // 4: see Word
-  const SpanBytes s(plan);
-  // Sparse patterns would stage mostly gaps: leave them to the byte-balanced kernel.
-  return s.hi > s.lo && s.hi - s.lo <= kMaxSmallSpan && s.hi - s.lo <= 8 * plan.pattern_size;
+int64_t small_pattern_blocks(const Plan &plan) {
+  const RunList &runs = plan.pattern;
+  const int64_t total = block_count(runs);
+  if (total == 0) return 0;
+  if (fits_tile(plan.pattern_size, SpanBytes(runs.data(), runs.size()))) return total;
+  if (total > kMaxGroups) return 0;
+  if (const int64_t piece = piece_length(runs, total, plan.pattern_size))
+    return piece >= 4 && piece <= kMaxSmallPattern ? 1 : 0;  // see fits_tile
+  std::vector<Run> first;
+  for (int64_t k = 2; k <= std::min(total / 2, kMaxGroupBlocks); ++k) {
+    if (total % k != 0) continue;
+    if (!groups_of(runs, k, first)) continue;
+    // The fewest blocks that repeat: the most instances, the smallest tables.
+    return fits_tile(packed_bytes(first.data(), first.size()), SpanBytes(first.data(), first.size())) ? k : 0;
+  }
+  return 0;
 }
 
 SmallPatternImage small_pattern_image(const Plan &plan) {
   SmallPatternImage im;
-  const SpanBytes s(plan);
+  const int64_t k = small_pattern_blocks(plan), total = block_count(plan.pattern);
+  std::vector<Run> shape;  // an instance's blocks
+  std::vector<int64_t> at;  // where each instance's first block lies
+  if (k == total) {
+    shape = plan.pattern.runs();
+  } else if (k == 1) {
+    const int64_t piece = piece_length(plan.pattern, total, plan.pattern_size);
+    Blocks blocks(plan.pattern);
+    for (int64_t offset, length; blocks.next(offset, length);)
+      for (int64_t x = 0; x < length; x += piece) at.push_back(offset + x);
+    shape = {{at[0], piece, 0, 1}};
+  } else {
+    groups_of(plan.pattern, k, shape);
+    Blocks blocks(plan.pattern);
+    int64_t offset, length;
+    for (int64_t i = 0; blocks.next(offset, length); ++i)
+      if (i % k == 0) at.push_back(offset);
+  }
+  const SpanBytes s(shape.data(), shape.size());
   im.span_lo = s.lo;
   im.span = int(s.hi - s.lo);
+  int64_t low = 0;  // the low four bits of the groups' offsets, or'ed
+  for (int64_t a : at) {
+    im.groups.push_back(a - at[0]);
+    low |= im.groups.back() & (kWindow - 1);
+  }
+  im.group_step = int(std::gcd(int64_t(kWindow), low));
   std::vector<bool> typed(size_t(im.span), false);
-  for (const Run &r : plan.pattern)
-    for (int64_t k = 0; k < r.count; ++k)
+  for (const Run &r : shape)
+    for (int64_t c = 0; c < r.count; ++c)
       for (int64_t b = 0; b < r.length; ++b) {
-        const int64_t at = r.offset + k * r.stride + b - s.lo;
+        const int64_t at = r.offset + c * r.stride + b - s.lo;
         im.map.push_back(uint16_t(at));
         typed[size_t(at)] = true;
       }
@@ -310,15 +424,28 @@ SmallPatternImage small_pattern_image(const Plan &plan) {
   return im;
 }
 
-size_t SmallPatternImage::bytes() const { return map.size() * sizeof(uint16_t) + access.size() * sizeof(uint32_t) + 16; }
+// The map, then the access lists, then the groups' offsets, each 16-byte aligned.
+namespace {
+size_t round_up16(size_t x) { return (x + 15) / 16 * 16; }
+}  // namespace
+
+size_t SmallPatternImage::bytes() const {
+  return round_up16(map.size() * sizeof(uint16_t)) + round_up16(access.size() * sizeof(uint32_t)) +
+         groups.size() * sizeof(int64_t);
+}
 
 void SmallPatternImage::lay_out(void *host, void *device, SmallPatternTable &t) const {
   char *h = static_cast<char *>(host), *d = static_cast<char *>(device);
-  const size_t m = (map.size() * sizeof(uint16_t) + 15) / 16 * 16;
+  const size_t m = round_up16(map.size() * sizeof(uint16_t));
+  const size_t g = m + round_up16(access.size() * sizeof(uint32_t));
   std::memcpy(h, map.data(), map.size() * sizeof(uint16_t));
   std::memcpy(h + m, access.data(), access.size() * sizeof(uint32_t));
+  if (!groups.empty()) std::memcpy(h + g, groups.data(), groups.size() * sizeof(int64_t));
   t.map = reinterpret_cast<const uint16_t *>(d);
   t.access = reinterpret_cast<const uint32_t *>(d + m);
+  t.groups = groups.empty() ? nullptr : reinterpret_cast<const int64_t *>(d + g);
+  t.ngroups = groups.empty() ? 1 : int64_t(groups.size());
+  t.group_step = group_step;
   t.span_lo = span_lo;
   t.span = span;
   t.size = int(map.size());
@@ -344,8 +471,9 @@ Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *
   t.chunk_at = t.map_at + round16(int64_t(size) * 2);
   t.off_at = t.chunk_at + t.instances * 8;
   const size_t shared_bytes = size_t(t.off_at + round16(int64_t(t.instances) * 4));
-  // The alignments spans take: the first one's, plus multiples of what the strides keep of 16.
-  int64_t step = kWindow;
+  // The alignments spans take: the first one's, plus multiples of what the strides and the
+  // groups' offsets keep of 16.
+  int64_t step = a.table.group_step;
   for (int d = 0; d < a.ndims; ++d) step = std::gcd(step, a.strides[d] & (kWindow - 1));
   const int first = int((t.typed + uint64_t(a.start + a.table.span_lo)) & (kWindow - 1));
   t.accesses = 0;

@@ -37,8 +37,9 @@ namespace bench_pack_blocklist {
 int triangle(double *matrix, double *packed, long long n, bool lower, bool pack, cudaStream_t stream);
 int fill_bytes(void *p, long long n, unsigned long long seed, cudaStream_t stream);
 int blocks(void *typed, void *packed, const long long *displs, long long n, int len, bool pack, cudaStream_t stream);
-int structs(void *typed, void *packed, long long count, int extent, const int *offsets, int size, bool pack,
-            cudaStream_t stream);
+int structs(void *typed, void *packed, long long count, int extent, const int *offsets, int size,
+            const long long *picked, bool pack, cudaStream_t stream);
+int doubles(void *typed, void *packed, const long long *picked, long long n, bool pack, cudaStream_t stream);
 }  // namespace bench_pack_blocklist
 
 namespace {
@@ -519,7 +520,7 @@ bool run_blocklists(FILE *csv, const std::string &only, cudaStream_t s) {
     CUDA(cudaMemcpy(dev, offsets.data(), offsets.size() * sizeof(int), cudaMemcpyHostToDevice));
     const int size = int(offsets.size());
     const Hand hand = [dev, count, size](void *typed, void *packed, bool pack, cudaStream_t st) {
-      CUDA(bench_pack_blocklist::structs(typed, packed, count, 40, dev, size, pack, st) == cudaSuccess
+      CUDA(bench_pack_blocklist::structs(typed, packed, count, 40, dev, size, nullptr, pack, st) == cudaSuccess
                ? cudaSuccess
                : cudaErrorUnknown);
     };
@@ -542,6 +543,66 @@ bool run_blocklists(FILE *csv, const std::string &only, cudaStream_t s) {
         for (auto [o, l] : {std::pair<int64_t, int64_t>{0, 4}, {8, 24}, {32, 1}, {34, 4}})
           blocks.push_back({40 * (r * 1000 + c) + o, l});
     row("struct-subarray", t, 1, blocks, int64_t(1000) * 1000 * 40);
+  }
+  {  // 500,000 of the same structs picked in order from 5 million (a particle code's send list)
+    const int lens[] = {1, 3, 1, 2};
+    const MPI_Aint displs[] = {0, 8, 32, 34};
+    const MPI_Datatype types[] = {MPI_INT, MPI_DOUBLE, MPI_CHAR, MPI_SHORT};
+    MPI_Datatype st, el;
+    MPI_Type_create_struct(4, lens, displs, types, &st);
+    MPI_Type_create_resized(st, 0, 40, &el);
+    MPI_Type_free(&st);
+    const int n = 500000;
+    std::vector<int> picked(n);
+    std::vector<long long> at(n);
+    blocks.clear();
+    for (int i = 0; i < n; ++i) {
+      picked[size_t(i)] = 10 * i + int(rng() % 10);
+      at[size_t(i)] = picked[size_t(i)];
+      for (auto [o, l] : {std::pair<int64_t, int64_t>{0, 4}, {8, 24}, {32, 1}, {34, 4}})
+        blocks.push_back({40 * int64_t(picked[size_t(i)]) + o, l});
+    }
+    MPI_Type_create_indexed_block(n, 1, picked.data(), el, &t);
+    MPI_Type_free(&el);
+    std::vector<int> offsets;
+    for (auto [o, l] : {std::pair<int, int>{0, 4}, {8, 24}, {32, 1}, {34, 4}})
+      for (int b = 0; b < l; ++b) offsets.push_back(o + b);
+    int *dev = nullptr;
+    long long *dev_at = nullptr;
+    CUDA(cudaMalloc(reinterpret_cast<void **>(&dev), offsets.size() * sizeof(int)));
+    CUDA(cudaMemcpy(dev, offsets.data(), offsets.size() * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA(cudaMalloc(reinterpret_cast<void **>(&dev_at), at.size() * sizeof(long long)));
+    CUDA(cudaMemcpy(dev_at, at.data(), at.size() * sizeof(long long), cudaMemcpyHostToDevice));
+    const int size = int(offsets.size());
+    const Hand hand = [dev, dev_at, n, size](void *typed, void *packed, bool pack, cudaStream_t st) {
+      CUDA(bench_pack_blocklist::structs(typed, packed, n, 40, dev, size, dev_at, pack, st) == cudaSuccess
+               ? cudaSuccess
+               : cudaErrorUnknown);
+    };
+    row("gather-structs", t, 1, blocks, int64_t(10) * n * 40, hand);
+    cudaFree(dev);
+    cudaFree(dev_at);
+  }
+  {  // 2 Mi doubles picked in order from 16 Mi (selected mesh nodes; adjacent picks make longer blocks)
+    const int n = 1 << 21;
+    std::vector<int> picked(n);
+    std::vector<long long> at(n);
+    blocks.clear();
+    for (int i = 0; i < n; ++i) {
+      picked[size_t(i)] = 8 * i + int(rng() % 8);
+      at[size_t(i)] = picked[size_t(i)];
+      blocks.push_back({8 * int64_t(picked[size_t(i)]), 8});
+    }
+    MPI_Type_create_indexed_block(n, 1, picked.data(), MPI_DOUBLE, &t);
+    long long *dev_at = nullptr;
+    CUDA(cudaMalloc(reinterpret_cast<void **>(&dev_at), at.size() * sizeof(long long)));
+    CUDA(cudaMemcpy(dev_at, at.data(), at.size() * sizeof(long long), cudaMemcpyHostToDevice));
+    const Hand hand = [dev_at, n](void *typed, void *packed, bool pack, cudaStream_t st) {
+      CUDA(bench_pack_blocklist::doubles(typed, packed, dev_at, n, pack, st) == cudaSuccess ? cudaSuccess
+                                                                                             : cudaErrorUnknown);
+    };
+    row("gather-doubles", t, 1, blocks, int64_t(8) * n * 8, hand);
+    cudaFree(dev_at);
   }
   {  // indexed (8192 entries of 1-3 vectors) of vector(64, 4, 8, MPI_FLOAT)
     MPI_Datatype v;

@@ -1,7 +1,7 @@
 // The hand-written baselines of tools/bench_pack's block-list rows: the kernel an
 // application would write to gather a triangular matrix (one thread block per column,
-// issue 19), blocks at known offsets or an array of structs (one thread per byte, issue
-// 11), and a fill of the typed buffers with varied bytes (timing on constant data
+// issue 19), blocks at known offsets or an array of structs, all or picked ones (one
+// thread per byte, issue 11), doubles picked from an array (one thread per element), and a fill of the typed buffers with varied bytes (timing on constant data
 // can flatter a kernel).
 //
 // The interface is plain types, declared again in bench_pack.cpp (a signature mismatch
@@ -43,18 +43,32 @@ __global__ void blocks_by_byte(unsigned char *typed, unsigned char *packed, cons
     *t = packed[j];
 }
 
-// One thread per byte of an array of `count` structs `extent` bytes apart, whose packed
-// bytes are struct bytes offsets[0 .. size).
+// One thread per byte of `count` structs of an array, `extent` bytes apart (struct i the
+// array's picked[i], or its i-th where `picked` is null), whose packed bytes are struct
+// bytes offsets[0 .. size).
 template <bool Pack>
 __global__ void structs_by_byte(unsigned char *typed, unsigned char *packed, long long count, int extent,
-                                const int *offsets, int size) {
+                                const int *offsets, int size, const long long *picked) {
   const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= count * size) return;
-  unsigned char *t = typed + (j / size) * extent + offsets[j % size];
+  const long long i = picked ? picked[j / size] : j / size;
+  unsigned char *t = typed + i * extent + offsets[j % size];
   if (Pack)
     packed[j] = *t;
   else
     *t = packed[j];
+}
+
+// One thread per element, as an application gathers the elements picked[i] of an array
+// of doubles: what a code that sends selected mesh nodes writes.
+template <bool Pack>
+__global__ void gather_doubles(double *typed, double *packed, const long long *picked, long long n) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  if (Pack)
+    packed[i] = typed[picked[i]];
+  else
+    typed[picked[i]] = packed[i];
 }
 
 __global__ void fill(unsigned char *p, long long n, unsigned long long seed) {
@@ -92,16 +106,28 @@ int blocks(void *typed, void *packed, const long long *displs, long long n, int 
   return cudaGetLastError();
 }
 
-// Packs or unpacks `count` structs (packed bytes at struct offsets[0 .. size), device memory).
-int structs(void *typed, void *packed, long long count, int extent, const int *offsets, int size, bool pack,
-            cudaStream_t stream) {
+// Packs or unpacks `count` structs (packed bytes at struct offsets[0 .. size), device memory;
+// the structs picked[0 .. count) of the array, or its first `count` where `picked` is null).
+int structs(void *typed, void *packed, long long count, int extent, const int *offsets, int size,
+            const long long *picked, bool pack, cudaStream_t stream) {
   const unsigned grid = unsigned((count * size + kThreads - 1) / kThreads);
   auto *t = static_cast<unsigned char *>(typed);
   auto *p = static_cast<unsigned char *>(packed);
   if (pack)
-    structs_by_byte<true><<<grid, kThreads, 0, stream>>>(t, p, count, extent, offsets, size);
+    structs_by_byte<true><<<grid, kThreads, 0, stream>>>(t, p, count, extent, offsets, size, picked);
   else
-    structs_by_byte<false><<<grid, kThreads, 0, stream>>>(t, p, count, extent, offsets, size);
+    structs_by_byte<false><<<grid, kThreads, 0, stream>>>(t, p, count, extent, offsets, size, picked);
+  return cudaGetLastError();
+}
+// Packs or unpacks the n doubles picked[0 .. n) (device memory) of the array at `typed`.
+int doubles(void *typed, void *packed, const long long *picked, long long n, bool pack, cudaStream_t stream) {
+  const unsigned grid = unsigned((n + kThreads - 1) / kThreads);
+  auto *t = static_cast<double *>(typed);
+  auto *p = static_cast<double *>(packed);
+  if (pack)
+    gather_doubles<true><<<grid, kThreads, 0, stream>>>(t, p, picked, n);
+  else
+    gather_doubles<false><<<grid, kThreads, 0, stream>>>(t, p, picked, n);
   return cudaGetLastError();
 }
 

@@ -20,8 +20,8 @@ namespace {
 
 bool taken(const Plan &p) { return !p.strided() && !p.contiguous() && !long_block_plan(p) && small_pattern_plan(p); }
 
-// The typed offset of each packed byte of one instance, from the host packer.
-std::vector<int64_t> instance_bytes(const Plan &p) {
+// The typed offset of each packed byte of one repetition of the pattern, from the host packer.
+std::vector<int64_t> pattern_bytes(const Plan &p) {
   Plan one = p;
   one.dims.clear();
   std::vector<int64_t> at(size_t(p.pattern_size), -1);
@@ -31,18 +31,35 @@ std::vector<int64_t> instance_bytes(const Plan &p) {
   return at;
 }
 
+int64_t block_count_of(const Plan &p) {
+  int64_t n = 0;
+  for (const Run &r : p.pattern) n += r.count;
+  return n;
+}
+
 void check_tables(const Plan &p) {
   const SmallPatternImage im = small_pattern_image(p);
-  const std::vector<int64_t> at = instance_bytes(p);
+  const std::vector<int64_t> at = pattern_bytes(p);
   INFO(to_string(p));
-  REQUIRE(im.map.size() == at.size());
+  // One repetition is the instances' packed bytes back to back, group g's `groups[g]`
+  // bytes after group 0's.
+  const size_t groups = im.groups.empty() ? 1 : im.groups.size();
+  REQUIRE(im.map.size() * groups == at.size());
+  if (!im.groups.empty()) {
+    REQUIRE(groups >= 2);
+    REQUIRE(im.groups[0] == 0);
+    for (int64_t g : im.groups) REQUIRE(g % im.group_step == 0);
+  }
+  REQUIRE(16 % im.group_step == 0);
+  for (size_t g = 0; g < groups; ++g) {
+    const int64_t shift = im.groups.empty() ? 0 : im.groups[g];
+    for (size_t o = 0; o < im.map.size(); ++o)
+      REQUIRE(int64_t(im.map[o]) == at[g * im.map.size() + o] - shift - im.span_lo);
+  }
   REQUIRE(im.span > 0);
   REQUIRE(im.span <= kMaxSmallSpan);
   std::vector<bool> typed(size_t(im.span), false);
-  for (size_t o = 0; o < at.size(); ++o) {
-    REQUIRE(int64_t(im.map[o]) == at[o] - im.span_lo);
-    typed[im.map[o]] = true;
-  }
+  for (uint16_t x : im.map) typed[x] = true;
   REQUIRE(typed.front());
   REQUIRE(typed.back());
   REQUIRE(im.access.size() == size_t(16 * im.stride));
@@ -114,4 +131,79 @@ TEST_CASE("the plans the tiled kernel takes, at its limits", "[small_pattern]") 
   CHECK_FALSE(small_pattern_plan(plan(desc::hindexed({2, 1}, {0, 5}, B1), 10)));
   // blocks of 256 bytes or more on average are the long-block kernel's
   CHECK_FALSE(taken(plan(desc::hindexed({600, 1}, {0, 700}, B1), 10)));
+}
+
+TEST_CASE("gathers of one small shape at a list of offsets are groups of one instance shape", "[small_pattern]") {
+  const TypeDesc B1 = desc::named(1);
+  auto plan = [](const TypeDesc &d, int64_t count) { return plan_type(d)->for_count(count); };
+  std::mt19937_64 rng(64);
+  // 64-byte blocks at random byte offsets (the benchmark's row, smaller): one block a group
+  std::vector<int64_t> disp;
+  for (int64_t i = 0; i < 5000; ++i) disp.push_back(i * 300 + int64_t(rng() % 237));
+  const Plan blocks = plan(desc::hindexed_block(64, disp, B1), 2);
+  REQUIRE(taken(blocks));
+  check_tables(blocks);
+  CHECK(small_pattern_blocks(blocks) == 1);
+  CHECK(small_pattern_image(blocks).groups.size() == disp.size());
+  CHECK(small_pattern_image(blocks).group_step == 1);
+  // selected structs, in any order and some twice (a particle code's send list): three blocks a group
+  const TypeDesc s = desc::resized(0, 40, desc::structure({1, 3, 1, 2}, {0, 8, 32, 34},
+                                                          {desc::named(4), desc::named(8), desc::named(1),
+                                                           desc::named(2)}));
+  std::vector<int64_t> picked;
+  for (int i = 0; i < 3000; ++i) picked.push_back(int64_t(rng() % 100000));
+  const Plan structs = plan(desc::indexed_block(1, picked, s), 3);
+  REQUIRE(taken(structs));
+  check_tables(structs);
+  CHECK(small_pattern_blocks(structs) == 3);  // the char abuts the doubles
+  CHECK(small_pattern_image(structs).group_step == 8);  // extent 40: offsets of 8 mod 16
+  // doubles picked in order, adjacent ones merged into longer blocks by the plan: pieces of 8 bytes
+  std::vector<int64_t> near;
+  for (int64_t i = 0; i < 4000; ++i) near.push_back(3 * i + int64_t(rng() % 3));
+  const Plan doubles = plan(desc::indexed_block(1, near, desc::named(8)), 1);
+  REQUIRE(block_count_of(doubles) < int64_t(near.size()));
+  REQUIRE(taken(doubles));
+  check_tables(doubles);
+  CHECK(small_pattern_blocks(doubles) == 1);
+  CHECK(small_pattern_image(doubles).groups.size() == near.size());
+  CHECK(small_pattern_image(doubles).group_step == 8);
+  // an indexed type of vectors: every block has one shape (16 bytes), at offsets 32 apart
+  std::vector<int64_t> lens, at;
+  for (int64_t i = 0, x = 0; i < 500; ++i) {
+    lens.push_back(1 + int64_t(rng() % 3));
+    at.push_back(x);
+    x += lens.back() + int64_t(rng() % 2);
+  }
+  const Plan vectors = plan(desc::indexed(lens, at, desc::vector(64, 4, 8, desc::named(4))), 1);
+  REQUIRE(taken(vectors));
+  check_tables(vectors);
+  CHECK(small_pattern_blocks(vectors) == 1);
+  CHECK(small_pattern_image(vectors).group_step == 16);
+  // random types gathered at random offsets
+  test::RandomTypes types(20261124);
+  int grouped = 0;
+  for (int i = 0; i < 1500; ++i) {
+    const TypeDesc d = types.next();
+    std::vector<int64_t> where;
+    for (int k = 0, n = 2 + int(rng() % 40); k < n; ++k) where.push_back(int64_t(rng() % 5000) - 1000);
+    const std::optional<Plan> p = plan_type(desc::hindexed_block(1, where, d));
+    if (!p) continue;
+    for (int64_t count : {1, 2}) {
+      const Plan q = p->for_count(count);
+      if (!taken(q)) continue;
+      check_tables(q);
+      grouped += !small_pattern_image(q).groups.empty();
+    }
+  }
+  REQUIRE(grouped >= 100);
+  // blocks whose lengths do not repeat in groups are not taken; nor groups too sparse
+  std::vector<int64_t> varied;
+  for (int64_t i = 0; i < 110; ++i) varied.push_back(19 + i % 3);
+  std::vector<int64_t> spaced;
+  for (int64_t i = 0; i < 110; ++i) spaced.push_back(40 * i);
+  CHECK_FALSE(small_pattern_plan(plan(desc::hindexed(varied, spaced, B1), 1)));
+  const std::vector<int64_t> pair_len(200, 2);
+  std::vector<int64_t> pairs;  // groups of two 2-byte blocks 40 bytes apart: 4 bytes in a span of 42
+  for (int64_t i = 0; i < 100; ++i) pairs.insert(pairs.end(), {1000 * i, 1000 * i + 40});
+  CHECK_FALSE(small_pattern_plan(plan(desc::hindexed(pair_len, pairs, B1), 1)));
 }

@@ -193,10 +193,11 @@ TypeDesc medium_blocks(std::mt19937_64 &rng, int n, bool shuffled) {
   return blocks_in_order(len, disp, shuffled, rng);
 }
 
-// Ranges that start and end near instance boundaries (and so near tile boundaries, which
-// are instance boundaries): `n` of them, each ending up to 40 bytes either side.
+// Ranges that start and end near instance boundaries of the tiled kernel (and so near tile
+// boundaries, which are instance boundaries): `n` of them, each ending up to 40 bytes
+// either side.
 void check_instance_cuts(const Plan &plan, std::mt19937_64 &rng, int n) {
-  const int64_t size = plan.pattern_size, instances = plan.packed_size() / size;
+  const int64_t size = int64_t(small_pattern_image(plan).map.size()), instances = plan.packed_size() / size;
   for (int i = 0; i < n; ++i) {
     const int64_t a = std::max<int64_t>(0, int64_t(rng() % uint64_t(instances)) * size - int64_t(rng() % 41) + 20);
     const int64_t b = std::min(plan.packed_size(),
@@ -431,6 +432,63 @@ TEST_CASE("small patterns: instance numbers past 2^31 take the 64-bit path", "[g
   check_range(plan, 0, 7, skip * size + 17, (skip + 2500) * size - 3, rng(), true);
 }
 
+TEST_CASE("gathers of one small shape: groups of the tiled kernel", "[gpu][blocklist][small]") {
+  std::mt19937_64 rng(4100);
+  std::vector<TypeDesc> types;
+  // 64-byte and 8-byte blocks at random byte offsets, in memory order or shuffled
+  for (int64_t len : {64, 8})
+    for (bool shuffled : {false, true}) {
+      std::vector<int64_t> disp;
+      for (int64_t i = 0; i < 3000; ++i) disp.push_back(i * 200 + int64_t(rng() % 131));
+      if (shuffled) std::shuffle(disp.begin(), disp.end(), rng);
+      types.push_back(desc::hindexed_block(len, disp, B1));
+    }
+  // selected structs in any order, some twice; doubles picked from an array
+  std::vector<int64_t> picked;
+  for (int i = 0; i < 2000; ++i) picked.push_back(int64_t(rng() % 40000));
+  types.push_back(desc::indexed_block(1, picked, desc::resized(0, 40, kStruct)));
+  types.push_back(desc::indexed_block(1, picked, B8));
+  // floats picked in order, adjacent ones merged into longer blocks: pieces of 4 bytes
+  std::vector<int64_t> near;
+  for (int64_t i = 0; i < 3000; ++i) near.push_back(3 * i + int64_t(rng() % 3));
+  types.push_back(desc::indexed_block(1, near, B4));
+  // an indexed type of vectors of floats
+  std::vector<int64_t> lens, at;
+  for (int64_t i = 0, x = 0; i < 300; ++i) {
+    lens.push_back(1 + int64_t(rng() % 3));
+    at.push_back(x);
+    x += lens.back() + int64_t(rng() % 2);
+  }
+  types.push_back(desc::indexed(lens, at, desc::vector(64, 4, 8, B4)));
+  for (const TypeDesc &d : types)
+    for (int64_t count : {1, 3}) {
+      const Plan plan = planned(d, count);
+      REQUIRE(takes_small_pattern(plan));
+      REQUIRE_FALSE(small_pattern_image(plan).groups.empty());
+      check_plan(plan, rng, 4);
+      check_instance_cuts(plan, rng, 8);
+    }
+}
+
+TEST_CASE("gathers of one small shape: instance numbers past 2^31 take the 64-bit path", "[gpu][blocklist][small]") {
+  // 300 blocks of 8 bytes at random offsets in an extent of 30,000 (2,400 packed bytes: groups
+  // of one block), 7.16 million times: instances (repetition x 300 + group) pass 2^31; the
+  // typed buffer holds only the repetitions the ranges touch
+  std::mt19937_64 rng(3100);
+  std::vector<int64_t> disp;
+  for (int64_t i = 0; i < 300; ++i) disp.push_back(i * 100 + int64_t(rng() % 93));
+  const int64_t reps = (int64_t(1) << 31) / 300 + 40;
+  Plan plan = planned(desc::resized(0, 30000, desc::hindexed_block(8, disp, B1)), reps);
+  REQUIRE(takes_small_pattern(plan));
+  REQUIRE(small_pattern_image(plan).groups.size() == 300);
+  const int64_t skip = (int64_t(1) << 31) / 300 - 10, size = plan.pattern_size;
+  REQUIRE((skip + 30) * 300 > (int64_t(1) << 31));
+  plan.start -= skip * plan.extent;
+  plan.id = 0;
+  check_range(plan, 3, 5, skip * size, (skip + 30) * size, rng(), true);
+  check_range(plan, 0, 7, skip * size + 13, (skip + 25) * size - 5, rng(), true);
+}
+
 TEST_CASE("indexed types of vectors", "[gpu][blocklist]") {
   std::mt19937_64 rng(3);
   const TypeDesc v = desc::vector(5, 3, 7, B4);
@@ -469,10 +527,14 @@ TEST_CASE("a stream past 2^31 bytes takes the 64-bit path", "[gpu][blocklist][la
 }
 
 TEST_CASE("a stream of short blocks past 2^31 bytes, byte-balanced kernel alone", "[gpu][blocklist][large]") {
-  // 110 blocks of 20 bytes 24 apart (2200 packed bytes: too many for the tiled kernel) in an
-  // extent of 2640, a million times: 2.2 GB packed, 2.64 GB typed
-  std::vector<int64_t> len(110, 20), disp;
-  for (int64_t i = 0; i < 110; ++i) disp.push_back(7 + 24 * i + (i % 3));
+  // 110 blocks of 19-21 bytes 24 apart (2199 packed bytes: too many for one instance of the
+  // tiled kernel; lengths that repeat every 3 blocks make no groups, since 3 divides no
+  // divisor of 110) in an extent of 2640, a million times: 2.2 GB packed, 2.64 GB typed
+  std::vector<int64_t> len, disp;
+  for (int64_t i = 0; i < 110; ++i) {
+    len.push_back(19 + i % 3);
+    disp.push_back(7 + 24 * i + (i % 3));
+  }
   const Plan plan = planned(desc::resized(0, 2640, desc::hindexed(len, disp, B1)), 1000000);
   REQUIRE(plan.packed_size() > (int64_t(1) << 31));
   REQUIRE_FALSE(takes_small_pattern(plan));

@@ -1,7 +1,7 @@
 #!/bin/bash
 # One GPU round for the block-list kernels and contiguous runs (issue 11, issue 19), under
 # MPICH: builds only what it runs, then bench_pack's block-list table, the block-list
-# tests, the transpose point-to-point test on two ranks sharing the GPU, the table again
+# tests, the variants (below), the transpose point-to-point test on two ranks sharing the GPU, the table again
 # (the spread between two runs), the 2^31-byte tests, the pack tests of every shape,
 # compute-sanitizer memcheck on the block-list test, the strided rows (no-regression
 # check), and Nsight Compute's DRAM figures for the block-list kernels of a few rows. Each step gets what is left of a 570 s
@@ -9,8 +9,8 @@
 # $OUT (or ./gpu-out), the logs into $OUT/blocklist-logs.tgz.
 #   bash tools/gpu/blocklist_round.sh        (env: STRIDED=quick|full|0, NCU_ROWS="name ...", NCU_DETAIL=row,
 #     VARIANTS="name=sed-script|...": also builds a copy of the tree whose cuda/blocklist.cu
-#     the sed script edits, and runs the block-list test and table with it, e.g.
-#     VARIANTS='steps1=s/kSteps = 2;/kSteps = 1;/')
+#     (or VARIANT_FILE) the sed script edits, and runs the block-list test and table with it,
+#     e.g. VARIANTS='steps1=s/kSteps = 2;/kSteps = 1;/'; VARIANT_TEST=0 skips their test)
 set -uo pipefail
 top=${OUT:-gpu-out}
 logs=$top/blocklist-logs
@@ -40,11 +40,34 @@ bench() {  # $1: which run
   step 150 $b/tools/bench_pack --rows blocklist --blocklist-csv "$top/bench_pack-blocklist-$1.csv" > "$logs/bench-blocklist-$1.txt" 2>&1
   echo "exit $?"; cat "$logs/bench-blocklist-$1.txt"
 }
+variants() {  # the VARIANTS, each beside this tree's figures
+  IFS='|' read -ra variants <<< "${VARIANTS:-}"
+  for v in "${variants[@]}"; do
+    name=${v%%=*}
+    echo "--- variant $name: ${v#*=}"
+    vt=/tmp/variant-$name
+    rm -rf $vt && mkdir -p $vt && tar --exclude='./build-*' --exclude=./.gpu-host -cf - . | tar -xf - -C $vt
+    sed -i "${v#*=}" $vt/${VARIANT_FILE:-cuda/blocklist.cu}
+    (cd $vt && meson setup $b -Dmpi=mpich -Dgpu_arch=90 -Dmpiexec="$launcher" > /dev/null 2>&1 &&
+      step 200 ninja -C $b tests/gpu/test_gpu_blocklist tools/bench_pack > "$logs/build-$name.log" 2>&1) ||
+      { grep -A5 error "$logs/build-$name.log" | head -20; continue; }
+    if [ "${VARIANT_TEST:-1}" = 1 ]; then
+      step 120 $vt/$b/tests/gpu/test_gpu_blocklist "~[large]" > "$logs/test-$name.log" 2>&1
+      echo "test exit $?"; grep -E "test cases|FAILED" "$logs/test-$name.log" | head -3
+    fi
+    step 120 $vt/$b/tools/bench_pack --rows blocklist --blocklist-csv "$top/bench_pack-blocklist-$name.csv" \
+      > "$logs/bench-blocklist-$name.txt" 2>&1
+    echo "bench exit $?"; grep -A20 "^object  " "$logs/bench-blocklist-$name.txt"
+  done
+}
+
 bench 1
 
 echo "--- test_gpu_blocklist (without the 2^31-byte streams)"
 step 200 $b/tests/gpu/test_gpu_blocklist "~[large]" > "$logs/test_gpu_blocklist.log" 2>&1
 echo "exit $?"; grep -E "test cases|FAILED|skipped|SKIP" "$logs/test_gpu_blocklist.log" | head -8
+
+variants
 
 echo "--- test_gpu_p2p [transpose], two ranks on one GPU"
 step 120 env TEMPI_TEST_DEVICES=1 $launcher -n 2 $b/tests/gpu/test_gpu_p2p "[transpose]" > "$logs/test_gpu_p2p_transpose.log" 2>&1
@@ -75,23 +98,6 @@ if [ "$opt" != skip ]; then
   step 200 $b/tools/bench_pack --rows strided $opt --csv "$top/bench_pack-strided.csv" > "$logs/bench-strided.txt" 2>&1
   echo "exit $? ($(grep -c . "$top/bench_pack-strided.csv") lines of CSV)"
 fi
-
-IFS='|' read -ra variants <<< "${VARIANTS:-}"
-for v in "${variants[@]}"; do
-  name=${v%%=*}
-  echo "--- variant $name: ${v#*=}"
-  vt=/tmp/variant-$name
-  rm -rf $vt && mkdir -p $vt && tar --exclude='./build-*' --exclude=./.gpu-host -cf - . | tar -xf - -C $vt
-  sed -i "${v#*=}" $vt/cuda/blocklist.cu
-  (cd $vt && meson setup $b -Dmpi=mpich -Dgpu_arch=90 -Dmpiexec="$launcher" > /dev/null 2>&1 &&
-    step 200 ninja -C $b tests/gpu/test_gpu_blocklist tools/bench_pack > "$logs/build-$name.log" 2>&1) ||
-    { grep -A5 error "$logs/build-$name.log" | head -20; continue; }
-  step 120 $vt/$b/tests/gpu/test_gpu_blocklist "~[large]" > "$logs/test-$name.log" 2>&1
-  echo "test exit $?"; grep -E "test cases|FAILED" "$logs/test-$name.log" | head -3
-  step 120 $vt/$b/tools/bench_pack --rows blocklist --blocklist-csv "$top/bench_pack-blocklist-$name.csv" \
-    > "$logs/bench-blocklist-$name.txt" 2>&1
-  echo "bench exit $?"; grep -A20 "^object  " "$logs/bench-blocklist-$name.txt"
-done
 
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__registers_per_thread
 for row in ${NCU_ROWS:-irregular-64B lower-triangle-4000 varying}; do

@@ -452,14 +452,6 @@ TEST_CASE("gathers of one small shape: groups of the tiled kernel", "[gpu][block
   std::vector<int64_t> near;
   for (int64_t i = 0; i < 3000; ++i) near.push_back(3 * i + int64_t(rng() % 3));
   types.push_back(desc::indexed_block(1, near, B4));
-  // an indexed type of vectors of floats
-  std::vector<int64_t> lens, at;
-  for (int64_t i = 0, x = 0; i < 300; ++i) {
-    lens.push_back(1 + int64_t(rng() % 3));
-    at.push_back(x);
-    x += lens.back() + int64_t(rng() % 2);
-  }
-  types.push_back(desc::indexed(lens, at, desc::vector(64, 4, 8, B4)));
   for (const TypeDesc &d : types)
     for (int64_t count : {1, 3}) {
       const Plan plan = planned(d, count);

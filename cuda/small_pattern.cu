@@ -49,7 +49,6 @@ struct Tile {
   int instances, slot;     // instances per tile; shared bytes per instance (a multiple of 16)
   int map_at, chunk_at, off_at;  // offsets in shared memory of the map and the per-instance data
   int accesses;  // accesses per instance: the most that a span's alignment in this launch needs
-  bool by_instance;  // the lanes of a warp take one access of consecutive instances (else the accesses of one)
   uint64_t inv_size;  // inverse(size)
   int64_t tiles;
 };
@@ -155,18 +154,19 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
     const int words = (lead + bytes + 3) / 4;
     const int items = n * accesses;
 
-    // Access `k` of the tile, from the list of its span's alignment. By instance, access
-    // k / n of instance k % n: the lanes of a warp take the same access of consecutive
-    // instances (the same width where their spans' alignments agree, so they do not
-    // diverge), and their loads meet in L1. Else access k % accesses of instance
-    // k / accesses: the lanes' stores to the typed buffer go to consecutive bytes (on an
-    // H100, 2026-11-23, the struct row packed in 37.6 us of kernel time the first way and
-    // 40.9 the second, and unpacked in 42.5 the second way and 49.5 the first).
-    const bool by_instance = Pack || t.by_instance;
-    const uint64_t inv = inverse(by_instance ? n : accesses);
+    // Access `k` of the tile, from the list of its span's alignment. Packing, access k / n
+    // of instance k % n: the lanes of a warp take the same access of consecutive instances
+    // (the same width where their spans' alignments agree, so they do not diverge), and
+    // their loads meet in L1. Unpacking, access k % accesses of instance k / accesses: the
+    // lanes' stores to the typed buffer go to consecutive bytes. On an H100 (2026-11-23) the
+    // struct row packed in 37.6 us of kernel time the first way and 40.9 the second, and
+    // unpacked in 42.5 the second way and 49.5 the first; scattered instances (groups)
+    // unpacked the first way took longer still (picked structs 155.8 us a call against
+    // 126.7, 64-byte blocks 106.9 against 83.6).
+    const uint64_t inv = inverse(Pack ? n : accesses);
     auto access = [&](int k, uint32_t &code, int &staged, uint64_t &typed) {
-      const int q = div_by(k, inv), r = by_instance ? k - q * n : k - q * accesses;
-      const int i = by_instance ? r : q, which = by_instance ? q : r, phase = off[i] - i * t.slot;
+      const int q = div_by(k, inv), r = Pack ? k - q * n : k - q * accesses;
+      const int i = Pack ? r : q, which = Pack ? q : r, phase = off[i] - i * t.slot;
       const uint32_t e = __ldg(a.table.access + phase * a.table.stride + which);
       code = e & 7u;
       staged = i * t.slot + int(e >> 3);
@@ -486,8 +486,6 @@ Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *
   for (int p = first % int(step); p < kWindow; p += int(step)) t.accesses = std::max(t.accesses, a.table.accesses[p]);
   // Exact for the quotients a tile takes: bytes < 2^21 over size <= 2^11; and access
   // numbers k < n * accesses <= n * size < 2^14 over n <= 2^10 or accesses <= 2^11.
-  // Scattered instances: unpacking, the lanes' stores to one instance do not meet others'.
-  t.by_instance = a.table.ngroups > 1;
   t.inv_size = inverse(size);
   t.tiles = (a.inst_count + t.instances - 1) / t.instances;
   const unsigned grid = unsigned(std::min<int64_t>(t.tiles, int64_t(1) << 20));

@@ -311,6 +311,8 @@ int64_t block_count(const RunList &runs) {
 constexpr int64_t kMaxGroups = int64_t(1) << 22;
 constexpr int64_t kMaxGroupBlocks = 2048;
 constexpr int64_t kMaxBlocksPerRun = 4;
+// The widest access, log2 of its bytes (16).
+constexpr int kWidestAccess = 4;
 
 // Groups of one block: the length of the pieces that cut every block of the pattern, the
 // gcd of their lengths, where that makes at most twice as many pieces as blocks (gathered
@@ -408,7 +410,7 @@ SmallPatternImage small_pattern_image(const Plan &plan) {
         ++x;
         continue;
       }
-      int code = 4;
+      int code = kWidestAccess;
       for (; code > 0; --code) {
         const int w = 1 << code;
         if ((p + x) % w != 0 || x + w > im.span) continue;

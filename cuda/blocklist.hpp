@@ -89,27 +89,37 @@ struct LongBlockArgs {
 // bytes from its first typed byte to its last); `access` lists, for each of the 16
 // alignments a span may have, the aligned accesses that cover its typed bytes exactly
 // (`accesses[p]` of them at entry `p * stride`, each (slot byte << 3) | log2(width),
-// slot byte p + x holding span byte x).
+// slot byte p + x holding span byte x). Packing reads with accesses of up to 16 bytes;
+// unpacking scattered instances (groups) writes bytes, so that a warp's stores to one
+// instance are one request, as a whole pattern's 16-byte stores are with their neighbours'.
 constexpr uint32_t kNoAccess = 7;           // an access entry's code that pads a list
 constexpr int64_t kMaxSmallPattern = 2048;  // packed bytes of an instance
 constexpr int64_t kMaxSmallSpan = 2048;     // typed span of an instance
+struct AccessTable {
+  const uint32_t *list = nullptr;
+  int stride = 0;
+  int accesses[16] = {};
+};
 struct SmallPatternTable {
   const uint16_t *map = nullptr;
-  const uint32_t *access = nullptr;
+  AccessTable pack, unpack;
   const int64_t *groups = nullptr;  // ngroups offsets; null for one group
   int64_t ngroups = 1;
   int64_t span_lo = 0;  // typed offset of the span's first byte in an instance
-  int span = 0, size = 0, stride = 0;
+  int span = 0, size = 0;
   int group_step = 16;  // the groups' offsets are multiples of this, mod 16
+};
+struct AccessLists {
+  std::vector<uint32_t> list;  // 16 * stride entries
+  int stride = 0;
   int accesses[16] = {};
 };
 struct SmallPatternImage {
   std::vector<uint16_t> map;
-  std::vector<uint32_t> access;
+  AccessLists pack, unpack;
   std::vector<int64_t> groups;  // empty for one group
   int64_t span_lo = 0;
-  int span = 0, stride = 0, group_step = 16;
-  int accesses[16] = {};
+  int span = 0, group_step = 16;
   size_t bytes() const;
   void lay_out(void *host, void *device, SmallPatternTable &t) const;
 };

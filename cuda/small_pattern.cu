@@ -1,5 +1,6 @@
 // Pack and unpack of small patterns repeated many times: structs of mixed members, arrays
-// and subarrays of them, short indexed types with a count (issue 11).
+// and subarrays of them, short indexed types with a count, and gathers of one small shape
+// at a list of offsets (picked elements or structs, equal blocks; issue 11).
 //
 // The byte-balanced kernel (blocklist.cu) finds the block under every 16-byte window of
 // the stream; when a pattern instance is a few short members, nearly every window spans
@@ -15,8 +16,14 @@
 //    alignments differ. Then the tile's packed bytes are gathered from shared memory
 //    through a per-byte map and written as aligned 4-byte words, coalesced.
 //  - unpack: the packed words are scattered into the staged spans through the same map,
-//    and the spans written back with the same accesses, so the gaps between members,
-//    which may belong to other data, are never written.
+//    and the spans written back with accesses that cover exactly their typed bytes, so
+//    the gaps between members, which may belong to other data, are never written. The
+//    lanes of a warp take the accesses of one instance. Where instances are scattered
+//    (groups), those accesses are bytes: a warp's stores to an instance then go out as one
+//    request per line, where accesses of mixed widths went out as one per width, and
+//    scattered partial lines cost a request each (H100, 2026-11-23: 500,000 picked structs
+//    unpacked in 91 us against 125, 64-byte blocks at random offsets in 67 against 83;
+//    packing is fastest with the widest accesses: 54 us against 88 with bytes).
 // A first version, which read each aligned 16-byte chunk of a span under a per-byte mask
 // and took four bytes at once where the map said they were contiguous, ran at 40% of the
 // roofline on an H100 (2026-11-23): lanes took different branches for different chunks
@@ -123,6 +130,7 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
   uint64_t *chunk0 = reinterpret_cast<uint64_t *>(shared + t.chunk_at);  // address of a span's slot byte 0
   int *off = reinterpret_cast<int *>(shared + t.off_at);  // shared offset of a span's first byte
   const int size = a.table.size, accesses = t.accesses;
+  const AccessTable &lists = Pack ? a.table.pack : a.table.unpack;
   for (int k = threadIdx.x; k < size; k += kThreads) map[k] = a.table.map[k];
 
   for (int64_t tile = blockIdx.x; tile < t.tiles; tile += gridDim.x) {
@@ -167,7 +175,7 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
     auto access = [&](int k, uint32_t &code, int &staged, uint64_t &typed) {
       const int q = div_by(k, inv), r = Pack ? k - q * n : k - q * accesses;
       const int i = Pack ? r : q, which = Pack ? q : r, phase = off[i] - i * t.slot;
-      const uint32_t e = __ldg(a.table.access + phase * a.table.stride + which);
+      const uint32_t e = __ldg(lists.list + phase * lists.stride + which);
       code = e & 7u;
       staged = i * t.slot + int(e >> 3);
       typed = chunk0[i] + (e >> 3);
@@ -341,6 +349,40 @@ bool groups_of(const RunList &runs, int64_t k, std::vector<Run> &first) {
   return true;
 }
 
+// For each alignment p of a span whose typed bytes are `typed`, the fewest aligned accesses
+// of at most 2^widest bytes that cover them exactly (slot byte p + x holds span byte x).
+AccessLists access_lists(const std::vector<bool> &typed, int widest) {
+  const int span = int(typed.size());
+  std::vector<std::vector<uint32_t>> lists(kWindow);
+  for (int p = 0; p < kWindow; ++p)
+    for (int x = 0; x < span;) {
+      if (!typed[size_t(x)]) {
+        ++x;
+        continue;
+      }
+      int code = widest;
+      for (; code > 0; --code) {
+        const int w = 1 << code;
+        if ((p + x) % w != 0 || x + w > span) continue;
+        bool all = true;
+        for (int b = 0; b < w && all; ++b) all = typed[size_t(x + b)];
+        if (all) break;
+      }
+      lists[size_t(p)].push_back(uint32_t(p + x) << 3 | uint32_t(code));
+      x += 1 << code;
+    }
+  AccessLists a;
+  for (int p = 0; p < kWindow; ++p) {
+    a.accesses[p] = int(lists[size_t(p)].size());
+    a.stride = std::max(a.stride, a.accesses[p]);
+  }
+  for (const auto &l : lists) {
+    a.list.insert(a.list.end(), l.begin(), l.end());
+    a.list.insert(a.list.end(), size_t(a.stride) - l.size(), kNoAccess);
+  }
+  return a;
+}
+
 }  // namespace
 
 int64_t small_pattern_blocks(const Plan &plan) {
@@ -401,34 +443,8 @@ SmallPatternImage small_pattern_image(const Plan &plan) {
         im.map.push_back(uint16_t(at));
         typed[size_t(at)] = true;
       }
-  // For each alignment p of a span, the widest aligned accesses that cover its typed bytes
-  // exactly (slot byte p + x holds span byte x).
-  std::vector<std::vector<uint32_t>> lists(kWindow);
-  for (int p = 0; p < kWindow; ++p)
-    for (int x = 0; x < im.span;) {
-      if (!typed[size_t(x)]) {
-        ++x;
-        continue;
-      }
-      int code = kWidestAccess;
-      for (; code > 0; --code) {
-        const int w = 1 << code;
-        if ((p + x) % w != 0 || x + w > im.span) continue;
-        bool all = true;
-        for (int b = 0; b < w && all; ++b) all = typed[size_t(x + b)];
-        if (all) break;
-      }
-      lists[size_t(p)].push_back(uint32_t(p + x) << 3 | uint32_t(code));
-      x += 1 << code;
-    }
-  for (int p = 0; p < kWindow; ++p) {
-    im.accesses[p] = int(lists[size_t(p)].size());
-    im.stride = std::max(im.stride, im.accesses[p]);
-  }
-  for (const auto &l : lists) {
-    im.access.insert(im.access.end(), l.begin(), l.end());
-    im.access.insert(im.access.end(), size_t(im.stride) - l.size(), kNoAccess);
-  }
+  im.pack = access_lists(typed, kWidestAccess);
+  im.unpack = access_lists(typed, im.groups.empty() ? kWidestAccess : 0);
   return im;
 }
 
@@ -438,27 +454,33 @@ size_t round_up16(size_t x) { return (x + 15) / 16 * 16; }
 }  // namespace
 
 size_t SmallPatternImage::bytes() const {
-  return round_up16(map.size() * sizeof(uint16_t)) + round_up16(access.size() * sizeof(uint32_t)) +
-         groups.size() * sizeof(int64_t);
+  return round_up16(map.size() * sizeof(uint16_t)) + round_up16(pack.list.size() * sizeof(uint32_t)) +
+         round_up16(unpack.list.size() * sizeof(uint32_t)) + groups.size() * sizeof(int64_t);
 }
 
 void SmallPatternImage::lay_out(void *host, void *device, SmallPatternTable &t) const {
   char *h = static_cast<char *>(host), *d = static_cast<char *>(device);
-  const size_t m = round_up16(map.size() * sizeof(uint16_t));
-  const size_t g = m + round_up16(access.size() * sizeof(uint32_t));
-  std::memcpy(h, map.data(), map.size() * sizeof(uint16_t));
-  std::memcpy(h + m, access.data(), access.size() * sizeof(uint32_t));
-  if (!groups.empty()) std::memcpy(h + g, groups.data(), groups.size() * sizeof(int64_t));
-  t.map = reinterpret_cast<const uint16_t *>(d);
-  t.access = reinterpret_cast<const uint32_t *>(d + m);
-  t.groups = groups.empty() ? nullptr : reinterpret_cast<const int64_t *>(d + g);
+  size_t at = 0;
+  // Copies `bytes` from `from` to the next 16-byte aligned place; returns its device address.
+  auto put = [&](const void *from, size_t bytes) {
+    if (bytes) std::memcpy(h + at, from, bytes);
+    char *placed = d + at;
+    at += round_up16(bytes);
+    return placed;
+  };
+  t.map = reinterpret_cast<const uint16_t *>(put(map.data(), map.size() * sizeof(uint16_t)));
+  for (auto [from, to] : {std::pair<const AccessLists *, AccessTable *>{&pack, &t.pack}, {&unpack, &t.unpack}}) {
+    to->list = reinterpret_cast<const uint32_t *>(put(from->list.data(), from->list.size() * sizeof(uint32_t)));
+    to->stride = from->stride;
+    std::copy(from->accesses, from->accesses + kWindow, to->accesses);
+  }
+  const char *g = put(groups.data(), groups.size() * sizeof(int64_t));
+  t.groups = groups.empty() ? nullptr : reinterpret_cast<const int64_t *>(g);
   t.ngroups = groups.empty() ? 1 : int64_t(groups.size());
   t.group_step = group_step;
   t.span_lo = span_lo;
   t.span = span;
   t.size = int(map.size());
-  t.stride = stride;
-  std::copy(accesses, accesses + kWindow, t.accesses);
 }
 
 Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *packed, bool to_packed,
@@ -485,7 +507,8 @@ Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *
   for (int d = 0; d < a.ndims; ++d) step = std::gcd(step, a.strides[d] & (kWindow - 1));
   const int first = int((t.typed + uint64_t(a.start + a.table.span_lo)) & (kWindow - 1));
   t.accesses = 0;
-  for (int p = first % int(step); p < kWindow; p += int(step)) t.accesses = std::max(t.accesses, a.table.accesses[p]);
+  const AccessTable &lists = to_packed ? a.table.pack : a.table.unpack;
+  for (int p = first % int(step); p < kWindow; p += int(step)) t.accesses = std::max(t.accesses, lists.accesses[p]);
   // Exact for the quotients a tile takes: bytes < 2^21 over size <= 2^11; and access
   // numbers k < n * accesses <= n * size < 2^14 over n <= 2^10 or accesses <= 2^11.
   t.inv_size = inverse(size);

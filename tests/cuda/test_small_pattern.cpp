@@ -62,26 +62,31 @@ void check_tables(const Plan &p) {
   for (uint16_t x : im.map) typed[x] = true;
   REQUIRE(typed.front());
   REQUIRE(typed.back());
-  REQUIRE(im.access.size() == size_t(16 * im.stride));
-  for (int phase = 0; phase < 16; ++phase) {
-    INFO("alignment " << phase);
-    REQUIRE(im.accesses[phase] <= im.stride);
-    std::vector<int> covered(size_t(im.span), 0);
-    for (int k = 0; k < im.stride; ++k) {
-      const uint32_t e = im.access[size_t(phase * im.stride + k)];
-      if (k >= im.accesses[phase]) {
-        REQUIRE(e == kNoAccess);
-        continue;
+  // Packing's lists take accesses of up to 16 bytes; unpacking scattered instances, bytes.
+  for (const AccessLists *lists : {&im.pack, &im.unpack}) {
+    const bool bytes_only = lists == &im.unpack && !im.groups.empty();
+    INFO((lists == &im.pack ? "pack" : "unpack") << " lists");
+    REQUIRE(lists->list.size() == size_t(16 * lists->stride));
+    for (int phase = 0; phase < 16; ++phase) {
+      INFO("alignment " << phase);
+      REQUIRE(lists->accesses[phase] <= lists->stride);
+      std::vector<int> covered(size_t(im.span), 0);
+      for (int k = 0; k < lists->stride; ++k) {
+        const uint32_t e = lists->list[size_t(phase * lists->stride + k)];
+        if (k >= lists->accesses[phase]) {
+          REQUIRE(e == kNoAccess);
+          continue;
+        }
+        const uint32_t code = e & 7u;
+        REQUIRE(code <= (bytes_only ? 0u : 4u));
+        const int width = 1 << code, slot = int(e >> 3);
+        REQUIRE(slot % width == 0);
+        REQUIRE(slot >= phase);
+        REQUIRE(slot - phase + width <= im.span);
+        for (int b = 0; b < width; ++b) ++covered[size_t(slot - phase + b)];
       }
-      const uint32_t code = e & 7u;
-      REQUIRE(code <= 4);
-      const int width = 1 << code, slot = int(e >> 3);
-      REQUIRE(slot % width == 0);
-      REQUIRE(slot >= phase);
-      REQUIRE(slot - phase + width <= im.span);
-      for (int b = 0; b < width; ++b) ++covered[size_t(slot - phase + b)];
+      for (int x = 0; x < im.span; ++x) REQUIRE(covered[size_t(x)] == (typed[size_t(x)] ? 1 : 0));
     }
-    for (int x = 0; x < im.span; ++x) REQUIRE(covered[size_t(x)] == (typed[size_t(x)] ? 1 : 0));
   }
 }
 
@@ -114,8 +119,9 @@ TEST_CASE("the plans the tiled kernel takes, at its limits", "[small_pattern]") 
   REQUIRE(taken(structs));
   check_tables(structs);
   const SmallPatternImage im = small_pattern_image(structs);
-  CHECK(im.accesses[0] == 6);  // 4 + 8 + 16 + 1 + 2 + 2 bytes, each as wide as its alignment allows
-  CHECK(im.accesses[8] == 6);
+  CHECK(im.pack.accesses[0] == 6);  // 4 + 8 + 16 + 1 + 2 + 2 bytes, each as wide as its alignment allows
+  CHECK(im.pack.accesses[8] == 6);
+  CHECK(im.unpack.accesses[0] == 6);  // one instance of the whole pattern: the same accesses
   // spans of 2048 bytes are taken, 2049 not
   std::vector<int64_t> len, disp;
   for (int64_t i = 0; i < 16; ++i) {
@@ -146,6 +152,7 @@ TEST_CASE("gathers of one small shape at a list of offsets are groups of one ins
   CHECK(small_pattern_blocks(blocks) == 1);
   CHECK(small_pattern_image(blocks).groups.size() == disp.size());
   CHECK(small_pattern_image(blocks).group_step == 1);
+  CHECK(small_pattern_image(blocks).unpack.accesses[3] == 64);  // scattered: unpacked byte by byte
   // selected structs, in any order and some twice (a particle code's send list): three blocks a group
   const TypeDesc s = desc::resized(0, 40, desc::structure({1, 3, 1, 2}, {0, 8, 32, 34},
                                                           {desc::named(4), desc::named(8), desc::named(1),

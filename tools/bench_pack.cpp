@@ -2,14 +2,14 @@
 // in the same run: one device-to-device cudaMemcpyAsync of the packed size (the
 // physical reference), cudaMemcpy2DAsync of the same 2-D object, and one
 // cudaMemcpyAsync per block (what an MPI without GPU kernels does; measured up to
-// 4096 blocks). Transposes and a 3-D permutation are timed beside a hand-written
+// 4096 blocks), and the roofline of the 2-D objects and halo faces (below). Transposes and a 3-D permutation are timed beside a hand-written
 // tiled kernel for the same movement (bench_pack_reorder_kernels.cu). Every time is the
 // median of repeated calls, each ended by a synchronization, after warm-up.
 //
 // Block lists and contiguous runs (issue 11, issue 19) have their own table: each
 // object's packed bytes verified against PMPI_Pack on a host copy, a hand-written
-// kernel beside the triangles, the 64-byte random blocks and the struct array
-// (tools/bench_pack_blocklist_kernels.cu), and the
+// kernel beside the triangles, the 64-byte random blocks, the struct array and the
+// gathers of picked structs and doubles (tools/bench_pack_blocklist_kernels.cu), and the
 // roofline: the bytes DRAM must move (typed side at 32-byte sector granularity) at the
 // copy rate measured in the same run.
 //   bench_pack [--csv FILE] [--blocklist-csv FILE] [--rows all|strided|blocklist|reorder] [--only NAME]
@@ -67,11 +67,121 @@ double median_us(const std::function<void()> &op, int reps) {
 
 int reps_for(int64_t bytes) { return bytes >= (16 << 20) ? 20 : bytes >= (1 << 20) ? 50 : 200; }
 
+// cudaMemcpyAsync on this GPU, measured once per run: the floor (1 byte, with its
+// synchronization) and the rate (bytes read plus written per microsecond) of a 256 MiB copy.
+struct CopyRate {
+  double floor_us = 0, bytes_per_us = 0;
+};
+
+CopyRate measure_copy_rate(cudaStream_t s) {
+  const int64_t big = int64_t(256) << 20;
+  void *a, *b;
+  CUDA(cudaMalloc(&a, big));
+  CUDA(cudaMalloc(&b, big));
+  CUDA(bench_pack_blocklist::fill_bytes(a, big, 1, s) == cudaSuccess ? cudaSuccess : cudaErrorUnknown);
+  auto copy = [&](int64_t n) {
+    return median_us([&] {
+      CUDA(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
+      CUDA(cudaStreamSynchronize(s));
+    }, 50);
+  };
+  CopyRate r;
+  r.floor_us = copy(1);
+  r.bytes_per_us = 2.0 * big / (copy(big) - r.floor_us);
+  cudaFree(a);
+  cudaFree(b);
+  return r;
+}
+
+// The bytes DRAM must move for an object whose typed blocks are `blocks` ({offset,
+// length}, any order, not overlapping) and whose packed size is `packed`. Pack reads
+// every 32-byte sector that holds a typed byte and writes the packed bytes; unpack
+// reads the packed bytes, writes those sectors, and reads each sector it writes only
+// in part (the memory merges a partial sector with its old bytes).
+struct Traffic {
+  int64_t pack = 0, unpack = 0;
+};
+
+// Counts the units of `grain` bytes (32-byte sectors, 64-byte DRAM bursts) that blocks fed
+// in address order touch, and those they touch only in part.
+class UnitCount {
+ public:
+  explicit UnitCount(int64_t grain) : grain_(grain) {}
+  void add(int64_t a, int64_t len) {
+    const int64_t b = a + len, u0 = a / grain_, u1 = (b - 1) / grain_;
+    if (u0 != cur_) {
+      close();
+      cur_ = u0;
+      covered_ = 0;
+    }
+    if (u0 == u1) {
+      covered_ += len;
+      return;
+    }
+    covered_ += grain_ * (u0 + 1) - a;
+    close();
+    units_ += u1 - u0 - 1;  // whole units inside the block
+    cur_ = u1;
+    covered_ = b - grain_ * u1;
+  }
+  // Ends the last unit; call before reading the counts.
+  void finish() {
+    close();
+    cur_ = -1;
+  }
+  int64_t units() const { return units_; }
+  int64_t partial() const { return partial_; }
+
+ private:
+  void close() {
+    if (cur_ < 0) return;
+    ++units_;
+    if (covered_ < grain_) ++partial_;
+  }
+  int64_t grain_, units_ = 0, partial_ = 0, cur_ = -1, covered_ = 0;
+};
+
+Traffic dram_traffic(std::vector<std::pair<int64_t, int64_t>> blocks, int64_t packed) {
+  std::sort(blocks.begin(), blocks.end());
+  UnitCount sectors(32);
+  for (const auto &[a, len] : blocks) sectors.add(a, len);
+  sectors.finish();
+  return {32 * sectors.units() + packed, packed + 32 * (sectors.units() + sectors.partial())};
+}
+
+// What DRAM must move for `count` elements `extent` bytes apart, each `rows` blocks of
+// `block` bytes `pitch` apart from `start` (2-D objects and halo faces), counted without
+// listing the blocks and with reads at the granularity of a DRAM burst (64 bytes: a
+// strided gather of 8-byte blocks reads 64 bytes a block in the profiler): pack reads
+// every burst that holds a typed byte and writes the packed bytes; unpack reads the
+// packed bytes, writes every 32-byte sector that holds a typed byte, and reads each burst
+// it writes only in part.
+Traffic strided_traffic(int64_t start, int64_t rows, int64_t block, int64_t pitch, int count, int64_t extent,
+                        int64_t packed) {
+  UnitCount bursts(64), sectors(32);
+  for (int e = 0; e < count; ++e)
+    for (int64_t i = 0; i < rows; ++i) {
+      bursts.add(start + e * extent + i * pitch, block);
+      sectors.add(start + e * extent + i * pitch, block);
+    }
+  bursts.finish();
+  sectors.finish();
+  return {64 * bursts.units() + packed, packed + 32 * sectors.units() + 64 * bursts.partial()};
+}
+
 struct Row {
   std::string object, desc;
   int64_t block, pitch, count, bytes;
   double pack, unpack, memcpy1d, memcpy2d, per_block;
   double hand_pack = 0, hand_unpack = 0;  // the hand-written kernel (transposes and permutations)
+  Traffic dram = {};                       // strided rows: what DRAM must move, and the time it takes
+  double roof_pack = 0, roof_unpack = 0;
+};
+
+// Where a strided object's blocks lie: `rows` blocks `pitch` apart in each element, the
+// first at `start`.
+struct Rows {
+  int64_t start, rows, block, pitch;
 };
 
 MPI_Datatype make_2d(const std::string &how, int64_t rows, int64_t block, int64_t pitch) {
@@ -91,8 +201,10 @@ MPI_Datatype make_2d(const std::string &how, int64_t rows, int64_t block, int64_
   return t;
 }
 
+// `rows` > 0 also times cudaMemcpy2DAsync and per-block copies of the object (count 1);
+// `geometry` gives the roofline at `rate`.
 Row measure(const std::string &object, const std::string &how, MPI_Datatype t, int count, int64_t rows,
-            int64_t block, int64_t pitch, int64_t span, cudaStream_t s) {
+            int64_t block, int64_t pitch, int64_t span, const Rows &geometry, const CopyRate &rate, cudaStream_t s) {
   int size = 0;
   MPI_Pack_size(count, t, MPI_COMM_WORLD, &size);
   void *typed, *packed, *ref;
@@ -124,6 +236,11 @@ Row measure(const std::string &object, const std::string &how, MPI_Datatype t, i
         CUDA(cudaStreamSynchronize(s));
       }, std::min(reps, 20));
   }
+  MPI_Aint lb, extent;
+  MPI_Type_get_extent(t, &lb, &extent);
+  r.dram = strided_traffic(geometry.start, geometry.rows, geometry.block, geometry.pitch, count, extent, r.bytes);
+  r.roof_pack = rate.floor_us + r.dram.pack / rate.bytes_per_us;
+  r.roof_unpack = rate.floor_us + r.dram.unpack / rate.bytes_per_us;
   cudaFree(typed);
   cudaFree(packed);
   cudaFree(ref);
@@ -131,9 +248,10 @@ Row measure(const std::string &object, const std::string &how, MPI_Datatype t, i
 }
 
 void write_csv(const Row &r, FILE *csv) {
-  std::fprintf(csv, "%s,%s,%lld,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", r.object.c_str(), r.desc.c_str(),
-               (long long)r.block, (long long)r.pitch, (long long)r.count, (long long)r.bytes, r.pack, r.unpack,
-               r.memcpy1d, r.memcpy2d, r.per_block, r.hand_pack, r.hand_unpack);
+  std::fprintf(csv, "%s,%s,%lld,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%lld,%lld,%.3f,%.3f\n",
+               r.object.c_str(), r.desc.c_str(), (long long)r.block, (long long)r.pitch, (long long)r.count,
+               (long long)r.bytes, r.pack, r.unpack, r.memcpy1d, r.memcpy2d, r.per_block, r.hand_pack, r.hand_unpack,
+               (long long)r.dram.pack, (long long)r.dram.unpack, r.roof_pack, r.roof_unpack);
 }
 
 void print(const Row &r, FILE *csv) {
@@ -143,10 +261,14 @@ void print(const Row &r, FILE *csv) {
     return buf;
   };
   char a[32], b[32], c[32];
-  std::printf("%-10s %-8s %6lld %6lld %3lld %10lld %9.1f %7.1f %9.1f %9.1f %s %s %5.2f %5.2f %s\n", r.object.c_str(),
+  std::printf("%-10s %-8s %6lld %6lld %3lld %10lld %9.1f %7.1f %9.1f %9.1f %s %s %5.2f %5.2f %s", r.object.c_str(),
               r.desc.c_str(), (long long)r.block, (long long)r.pitch, (long long)r.count, (long long)r.bytes,
               r.pack, gbs(r.pack), r.unpack, r.memcpy1d, opt(r.memcpy2d, a), opt(r.per_block, b),
               r.memcpy1d / r.pack, r.memcpy2d > 0 ? r.memcpy2d / r.pack : 0.0, opt(r.per_block > 0 ? r.per_block / r.pack : 0, c));
+  if (r.roof_pack > 0)
+    std::printf(" %9.1f %8.1f %5.2f %8.1f %5.2f", r.dram.unpack / 1e6, r.roof_pack, r.roof_pack / r.pack,
+                r.roof_unpack, r.roof_unpack / r.unpack);
+  std::printf("\n");
   if (csv) write_csv(r, csv);
   std::fflush(stdout);
 }
@@ -288,70 +410,6 @@ bool reorder_rows(FILE *csv, cudaStream_t s) {
 }
 
 // ---- Block lists and contiguous runs ----
-
-// cudaMemcpyAsync on this GPU, measured once per run: the floor (1 byte, with its
-// synchronization) and the rate (bytes read plus written per microsecond) of a 256 MiB copy.
-struct CopyRate {
-  double floor_us = 0, bytes_per_us = 0;
-};
-
-CopyRate measure_copy_rate(cudaStream_t s) {
-  const int64_t big = int64_t(256) << 20;
-  void *a, *b;
-  CUDA(cudaMalloc(&a, big));
-  CUDA(cudaMalloc(&b, big));
-  CUDA(bench_pack_blocklist::fill_bytes(a, big, 1, s) == cudaSuccess ? cudaSuccess : cudaErrorUnknown);
-  auto copy = [&](int64_t n) {
-    return median_us([&] {
-      CUDA(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
-      CUDA(cudaStreamSynchronize(s));
-    }, 50);
-  };
-  CopyRate r;
-  r.floor_us = copy(1);
-  r.bytes_per_us = 2.0 * big / (copy(big) - r.floor_us);
-  cudaFree(a);
-  cudaFree(b);
-  return r;
-}
-
-// The bytes DRAM must move for an object whose typed blocks are `blocks` ({offset,
-// length}, any order, not overlapping) and whose packed size is `packed`. Pack reads
-// every 32-byte sector that holds a typed byte and writes the packed bytes; unpack
-// reads the packed bytes, writes those sectors, and reads each sector it writes only
-// in part (the memory merges a partial sector with its old bytes).
-struct Traffic {
-  int64_t pack = 0, unpack = 0;
-};
-
-Traffic dram_traffic(std::vector<std::pair<int64_t, int64_t>> blocks, int64_t packed) {
-  std::sort(blocks.begin(), blocks.end());
-  int64_t sectors = 0, partial = 0, cur = -1, covered = 0;
-  auto close = [&] {
-    if (cur < 0) return;
-    ++sectors;
-    if (covered < 32) ++partial;
-  };
-  for (const auto &[a, len] : blocks) {
-    const int64_t b = a + len, s0 = a / 32, s1 = (b - 1) / 32;
-    if (s0 != cur) {
-      close();
-      cur = s0;
-      covered = 0;
-    }
-    if (s0 == s1) {
-      covered += len;
-      continue;
-    }
-    covered += 32 * (s0 + 1) - a;
-    close();
-    sectors += s1 - s0 - 1;  // whole sectors inside the block
-    cur = s1;
-    covered = b - 32 * s1;
-  }
-  close();
-  return {32 * sectors + packed, packed + 32 * (sectors + partial)};
-}
 
 struct ListRow {
   std::string object;
@@ -710,17 +768,23 @@ int main(int argc, char **argv) {
   std::printf("bench_pack on %s; times in microseconds (median, each call synchronized)\n", prop.name);
   std::printf("ratios: memcpy/pack (1 = pack as fast as a contiguous device copy of the packed bytes), "
               "2D/pack, per-block/pack\n");
-  std::printf("%-10s %-8s %6s %6s %3s %10s %9s %7s %9s %9s %10s %10s %5s %5s %10s\n", "object", "desc", "block",
-              "pitch", "cnt", "bytes", "pack", "GB/s", "unpack", "memcpy", "memcpy2D", "per-block", "m/p", "2D/p",
-              "blk/p");
-  if (csv)
-    std::fprintf(csv, "object,desc,block,pitch,count,bytes,pack_us,unpack_us,memcpy_us,memcpy2d_us,per_block_us,"
-                      "hand_pack_us,hand_unpack_us\n");
   cudaStream_t s;
   CUDA(cudaStreamCreate(&s));
-
   if (reorder_only) rows = "reorder";
   const bool strided = rows == "all" || rows == "strided";  // the 2-D objects and halo faces
+  const CopyRate rate = strided ? measure_copy_rate(s) : CopyRate{};
+  if (strided)
+    std::printf("strided rows' roofline: floor %.1f us + DRAM bytes / %.0f GB/s (read + write; typed side read in "
+                "64-byte bursts, written in 32-byte sectors); DRAM-u: unpack's bytes; frac = roofline / time\n",
+                rate.floor_us, rate.bytes_per_us / 1e3);
+  std::printf("%-10s %-8s %6s %6s %3s %10s %9s %7s %9s %9s %10s %10s %5s %5s %10s %9s %8s %5s %8s %5s\n", "object",
+              "desc", "block", "pitch", "cnt", "bytes", "pack", "GB/s", "unpack", "memcpy", "memcpy2D", "per-block",
+              "m/p", "2D/p", "blk/p", "DRAM-u MB", "roof-p", "frac", "roof-u", "frac");
+  if (csv)
+    std::fprintf(csv, "object,desc,block,pitch,count,bytes,pack_us,unpack_us,memcpy_us,memcpy2d_us,per_block_us,"
+                      "hand_pack_us,hand_unpack_us,dram_pack_bytes,dram_unpack_bytes,roofline_pack_us,"
+                      "roofline_unpack_us\n");
+
   const std::vector<int64_t> totals = !strided ? std::vector<int64_t>{}
                                       : quick  ? std::vector<int64_t>{1 << 10, 64 << 20}
                                                : std::vector<int64_t>{1 << 10, 1 << 20, 4 << 20, 64 << 20};
@@ -737,7 +801,9 @@ int main(int argc, char **argv) {
           if (span > (int64_t(4) << 30)) continue;  // beyond 4 GiB of typed memory: not measured
           for (const char *how : {"vector", "hvector", "subarray"}) {
             MPI_Datatype t = make_2d(how, rows, block, pitch);
-            print(measure("2d", how, t, count, count == 1 ? rows : 0, block, pitch, span, s), csv);
+            print(measure("2d", how, t, count, count == 1 ? rows : 0, block, pitch, span, {0, rows, block, pitch}, rate,
+                          s),
+                  csv);
             MPI_Type_free(&t);
           }
         }
@@ -756,7 +822,13 @@ int main(int argc, char **argv) {
     MPI_Type_create_subarray(3, sizes, sub, start, MPI_ORDER_C, MPI_FLOAT, &t);
     MPI_Type_commit(&t);
     const int64_t block = axis == 0 ? r * 4 : axis == 1 ? int64_t(r) * n * 4 : int64_t(r) * n * n * 4;
-    print(measure(std::string("halo") + names[f], "subarray", t, 1, 0, block, 0, int64_t(n) * n * n * 4, s), csv);
+    // x: a block per row of the grid; y: a block per plane; z: one block
+    const int64_t row_pitch = axis == 0 ? int64_t(n) * 4 : int64_t(n) * n * 4;
+    const int64_t nrows = axis == 0 ? int64_t(n) * n : axis == 1 ? n : 1;
+    const int64_t first = f % 2 ? int64_t(n - r) * (axis == 0 ? 4 : axis == 1 ? int64_t(n) * 4 : int64_t(n) * n * 4) : 0;
+    print(measure(std::string("halo") + names[f], "subarray", t, 1, 0, block, 0, int64_t(n) * n * n * 4,
+                  {first, nrows, block, row_pitch}, rate, s),
+          csv);
     MPI_Type_free(&t);
   }
   const bool verified = !(rows == "all" || rows == "reorder") || reorder_rows(csv, s);

@@ -131,14 +131,20 @@ class UnitCount {
   }
   int64_t units() const { return units_; }
   int64_t partial() const { return partial_; }
+  // The units twice as large that hold a partial unit (the DRAM bursts a partial sector
+  // makes the memory read).
+  int64_t partial_pairs() const { return partial_pairs_; }
 
  private:
   void close() {
     if (cur_ < 0) return;
     ++units_;
-    if (covered_ < grain_) ++partial_;
+    if (covered_ >= grain_) return;
+    ++partial_;
+    if (cur_ / 2 != last_pair_) ++partial_pairs_;
+    last_pair_ = cur_ / 2;
   }
-  int64_t grain_, units_ = 0, partial_ = 0, cur_ = -1, covered_ = 0;
+  int64_t grain_, units_ = 0, partial_ = 0, partial_pairs_ = 0, last_pair_ = -1, cur_ = -1, covered_ = 0;
 };
 
 Traffic dram_traffic(std::vector<std::pair<int64_t, int64_t>> blocks, int64_t packed) {
@@ -155,7 +161,7 @@ Traffic dram_traffic(std::vector<std::pair<int64_t, int64_t>> blocks, int64_t pa
 // strided gather of 8-byte blocks reads 64 bytes a block in the profiler): pack reads
 // every burst that holds a typed byte and writes the packed bytes; unpack reads the
 // packed bytes, writes every 32-byte sector that holds a typed byte, and reads each burst
-// it writes only in part.
+// that holds a sector it writes only in part.
 Traffic strided_traffic(int64_t start, int64_t rows, int64_t block, int64_t pitch, int count, int64_t extent,
                         int64_t packed) {
   UnitCount bursts(64), sectors(32);
@@ -166,7 +172,7 @@ Traffic strided_traffic(int64_t start, int64_t rows, int64_t block, int64_t pitc
     }
   bursts.finish();
   sectors.finish();
-  return {64 * bursts.units() + packed, packed + 32 * sectors.units() + 64 * bursts.partial()};
+  return {64 * bursts.units() + packed, packed + 32 * sectors.units() + 64 * sectors.partial_pairs()};
 }
 
 struct Row {

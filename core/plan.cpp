@@ -1,6 +1,7 @@
 #include "plan.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 namespace tempi {
@@ -121,6 +122,21 @@ Plan Plan::for_count(int64_t count) const {
   p.dims.push_back({count, extent});
   normalize(p);
   return p;
+}
+
+std::pair<int64_t, int64_t> Plan::typed_bounds() const {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const Run &r : pattern) {
+    const int64_t last = r.offset + (r.count - 1) * r.stride;
+    lo = std::min({lo, r.offset, last});
+    hi = std::max({hi, r.offset + r.length, last + r.length});
+  }
+  for (const Dim &d : dims) {
+    const int64_t reach = (d.count - 1) * d.stride;
+    lo += std::min<int64_t>(0, reach);
+    hi += std::max<int64_t>(0, reach);
+  }
+  return {start + lo, start + hi};
 }
 
 std::optional<Plan> make_plan(const Type &canonical, int64_t extent) {

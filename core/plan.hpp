@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir.hpp"
@@ -79,6 +80,9 @@ struct Plan {
   StridedBlock strided_block() const;  // requires strided()
   // The plan of `count` consecutive elements (the `count` argument of MPI calls).
   Plan for_count(int64_t count) const;
+  // The typed bytes' bounds [lo, hi) relative to the buffer: MPI's true lower bound, and
+  // true lower bound + true extent. Requires packed_size() > 0.
+  std::pair<int64_t, int64_t> typed_bounds() const;
 
   bool operator==(const Plan &o) const {
     return start == o.start && pattern == o.pattern && dims == o.dims && pattern_size == o.pattern_size &&

@@ -1,10 +1,15 @@
 #include "type_cache.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <vector>
 #include <mutex>
 
 #include "backend.hpp"
 #include "describe.hpp"
+#include "host_packer.hpp"
 #include "log.hpp"
 #include "type_plan.hpp"
 #include "validate.hpp"
@@ -13,6 +18,47 @@ namespace tempi {
 
 namespace {
 
+// Types whose typed bytes span more than this are not probed (below).
+constexpr int64_t kMaxProbeSpan = int64_t(1) << 20;
+
+// Whether the MPI library packs `type` as the standard's typemap (TEMPI's plan) does.
+// Some do not: Open MPI 4.1 lays an hvector of negative stride out elsewhere (hvector(2,
+// 2, -1, 24-byte elements) spans [0, 96) for it, [-1, 48) by the standard). TEMPI then
+// leaves the type to the library, so that a GPU buffer gets the bytes a host buffer would:
+// the library's. The true bounds tell, except that a library may report them wrong for a
+// type it packs right (MPICH 4.0.2 for some darray types); where they differ, the library
+// packs a probe whose every byte tells its place, and TEMPI's host packer packs it too.
+bool library_agrees(MPI_Datatype type, const Plan &plan) {
+  MPI_Count true_lb = 0, true_extent = 0;
+  PMPI_Type_get_true_extent_x(type, &true_lb, &true_extent);
+  const auto [lo, hi] = plan.typed_bounds();
+  if (lo == true_lb && hi - lo == true_extent) return true;
+  const int64_t from = std::min<int64_t>(lo, true_lb), to = std::max<int64_t>(hi, true_lb + true_extent);
+  const int64_t bytes = plan.packed_size();
+  bool same = false;
+  if (to - from <= kMaxProbeSpan && bytes < INT_MAX / 2) {
+    std::vector<unsigned char> typed(static_cast<size_t>(to - from)), mine(static_cast<size_t>(bytes)),
+        theirs(static_cast<size_t>(bytes) + 16);
+    for (size_t i = 0; i < typed.size(); ++i) {
+      uint64_t z = (i + 1) * 0x9e3779b97f4a7c15ull;
+      z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+      typed[i] = (unsigned char)(z >> 56);
+    }
+    host_pack(plan, typed.data() - from, mine.data(), 0, bytes);
+    int position = 0;
+    const int err = PMPI_Pack(typed.data() - from, 1, type, theirs.data(), int(theirs.size()), &position, MPI_COMM_SELF);
+    same = err == MPI_SUCCESS && position == bytes && std::equal(mine.begin(), mine.end(), theirs.begin());
+  }
+  if (same) return true;
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    TEMPI_LOG(Info,
+              "the MPI library lays out a datatype other than the MPI standard's typemap (true bounds [%lld, %lld) "
+              "against [%lld, %lld)); TEMPI leaves such types to the library (said once)",
+              (long long)true_lb, (long long)(true_lb + true_extent), (long long)lo, (long long)hi);
+  return false;
+}
+
 std::shared_ptr<const TypeInfo> build(MPI_Datatype type) {
   auto info = std::make_shared<TypeInfo>();
   info->committed = library_accepts(type);
@@ -20,6 +66,7 @@ std::shared_ptr<const TypeInfo> build(MPI_Datatype type) {
   const TypeDesc desc = describe(type);
   info->size = desc.size;
   info->plan = plan_type(desc);
+  if (info->plan && info->plan->packed_size() > 0 && !library_agrees(type, *info->plan)) info->plan.reset();
   if (log_enabled(LogLevel::Debug))
     log(LogLevel::Debug, "type %s -> %s", to_string(desc).c_str(),
         info->plan ? to_string(*info->plan).c_str() : "not accelerated");

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "log.hpp"
+#include "overlap.hpp"
 
 namespace tempi {
 
@@ -79,18 +80,25 @@ Range typed_range(const QueuedMove &m) {
 Range packed_range(const QueuedMove &m) {
   return {static_cast<const char *>(m.packed), static_cast<const char *>(m.packed) + m.bytes};
 }
-Range reads(const QueuedMove &m) { return m.to_packed ? typed_range(m) : packed_range(m); }
-Range writes(const QueuedMove &m) { return m.to_packed ? packed_range(m) : typed_range(m); }
 
-// Whether `m` must run after the queued moves have run (not beside them in one launch).
+int64_t address(const void *p) { return int64_t(reinterpret_cast<uintptr_t>(p)); }
+
+// Whether the packed bytes of `p` meet the typed object of `t` (bounds first, then the
+// object's own bytes: a strided object's bounds may hold another's packed buffer, as
+// when one allocation holds an array and the buffers its faces are packed into).
+bool packed_meets_typed(const QueuedMove &p, const QueuedMove &t) {
+  const Range pr = packed_range(p);
+  return pr.overlaps(typed_range(t)) && may_share_bytes(t.plan, address(t.typed), address(pr.lo), address(pr.hi));
+}
+
+// Whether `m` must run after the queued packs have run (not beside them in one launch):
+// a queued pack's output is `m`'s output or input, or `m` writes a queued pack's input.
 bool depends_on_queue(const QueuedMove &m) {
   if (t_queued.empty()) return false;
   if (t_queued.front().to_packed != m.to_packed || t_queued.front().device != m.device) return true;
-  const Range mr = reads(m), mw = writes(m);
-  for (const QueuedMove &q : t_queued) {
-    const Range qw = writes(q);
-    if (qw.overlaps(mr) || qw.overlaps(mw) || reads(q).overlaps(mw)) return true;
-  }
+  const Range mw = packed_range(m);
+  for (const QueuedMove &q : t_queued)
+    if (packed_range(q).overlaps(mw) || packed_meets_typed(q, m) || packed_meets_typed(m, q)) return true;
   return false;
 }
 

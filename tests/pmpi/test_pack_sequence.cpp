@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -23,6 +24,9 @@
 namespace tempi {
 void emulated_device_synchronize();
 }
+#if defined(P2P_REAL_GPU)
+bool copy_on_default_stream_after(void *dst, const void *src, size_t bytes, double ms);  // default_stream_writer.cu
+#endif
 
 using namespace p2p;
 
@@ -198,6 +202,146 @@ TEST_CASE("a pack whose source an earlier unpack writes, and an unpack over an e
   CHECK(first_difference(b.download(), want) == "");
   release(l);
 }
+
+namespace {
+
+// `data` packed by the MPI library's host engine with layout `l`.
+std::vector<char> host_packed(const Layout &l, const std::vector<char> &data) {
+  std::vector<char> out(size_t(l.bytes()) + 1);
+  int pos = 0;
+  PMPI_Pack(data.data(), l.count, l.type, out.data(), int(out.size()), &pos, MPI_COMM_WORLD);
+  out.resize(size_t(pos));
+  return out;
+}
+
+// Unpacks `packed` (device memory) into `object` with layout `l`.
+void unpack(const Buf &packed, const Layout &l, Buf &object) {
+  int pos = 0;
+  REQUIRE(MPI_Unpack(packed.get(), l.bytes(), &pos, object.get(), l.count, l.type, MPI_COMM_WORLD) == MPI_SUCCESS);
+  REQUIRE(pos == l.bytes());
+}
+
+std::unique_ptr<Buf> on_gpu(const std::vector<char> &bytes) {
+  auto b = std::make_unique<Buf>(Where::Gpu, bytes.size());
+  b->upload(bytes);
+  return b;
+}
+
+// The 26 ghost regions of an (n + 2)^3 Fortran-order array of doubles with one ghost
+// layer, as subarray types.
+std::vector<Layout> ghost_regions(int n) {
+  std::vector<Layout> out;
+  const int size = n + 2, sizes[] = {size, size, size};
+  for (int dz = -1; dz <= 1; ++dz)
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dx = -1; dx <= 1; ++dx) {
+        if (!dx && !dy && !dz) continue;
+        int sub[3], start[3], k = 0;
+        for (int d : {dx, dy, dz}) {
+          sub[k] = d ? 1 : n;
+          start[k++] = d < 0 ? 0 : d > 0 ? n + 1 : 1;
+        }
+        MPI_Datatype t;
+        MPI_Type_create_subarray(3, sizes, sub, start, MPI_ORDER_FORTRAN, MPI_DOUBLE, &t);
+        out.push_back({committed(t), 1});
+      }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("unpacks are complete for the application's synchronization with no MPI call after them", "[sequence]") {
+  const int n = 6;
+  const std::vector<Layout> ghosts = ghost_regions(n);
+  const size_t span = size_t(n + 2) * (n + 2) * (n + 2) * 8;
+  const std::vector<char> source = pattern(span, 50);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::unique_ptr<Buf>> packed;
+    for (const Layout &g : ghosts) packed.push_back(on_gpu(host_packed(g, source)));
+    Buf grid(Where::Gpu, span);
+    grid.fill(kPoison);
+    std::vector<char> want(span, kPoison);
+    for (size_t i = 0; i < ghosts.size(); ++i) {
+      unpack(*packed[i], ghosts[i], grid);
+      int pos = 0;
+      const std::vector<char> p = host_packed(ghosts[i], source);
+      PMPI_Unpack(p.data(), int(p.size()), &pos, want.data(), 1, ghosts[i].type, MPI_COMM_WORLD);
+    }
+    device_synchronize();  // no MPI call between the unpacks and this
+    INFO("round " << round);
+    CHECK(first_difference(grid.download(), want) == "");
+  }
+  for (const Layout &g : ghosts) release(g);
+}
+
+TEST_CASE("unpacks that write the same bytes, or bytes another reads, keep their order", "[sequence]") {
+  const Layout l{subarray3d(), 1};
+  const Layout raw{MPI_BYTE, l.bytes()};  // the packed bytes as a typed object of their own
+  const std::vector<char> first = pattern(l.span(), 60), second = pattern(l.span(), 61), third = pattern(l.span(), 62);
+  const auto p1 = on_gpu(host_packed(l, first)), p2 = on_gpu(host_packed(l, second));
+  const auto p3 = on_gpu(host_packed(l, third));
+  Buf object(Where::Gpu, l.span()), middle(Where::Gpu, size_t(l.bytes())), late(Where::Gpu, l.span());
+  object.fill(kPoison);
+  late.fill(kPoison);
+  unpack(*p1, l, object);    // written twice: the second unpack's bytes stay
+  unpack(*p2, l, object);
+  unpack(*p3, raw, middle);  // middle <- the third object's packed bytes ...
+  unpack(middle, l, late);   // ... read by the next unpack
+  unpack(*p1, raw, middle);  // and overwritten only after that read
+  device_synchronize();
+  CHECK(first_difference(object.download(), expected(l, l, 61)) == "");
+  CHECK(first_difference(late.download(), expected(l, l, 62)) == "");
+  CHECK(first_difference(middle.download(), host_packed(l, first)) == "");
+  release(l);
+}
+
+TEST_CASE("a pack into the gaps of an object packed just before, and one over its bytes", "[sequence]") {
+  // Rows of 64 bytes at a pitch of 128 in one allocation; a 16-byte object packed into the
+  // gap after row 0 may share the earlier pack's launch, one packed over row 0 may not.
+  MPI_Datatype rows;
+  MPI_Type_vector(64, 64, 128, MPI_BYTE, &rows);
+  const Layout a{committed(rows), 1}, b{MPI_BYTE, 16};
+  const std::vector<char> data = pattern(a.span() + 64, 80), small = pattern(16, 81);
+  for (const int at : {64, 0}) {
+    Buf all(Where::Gpu, data.size()), packed(Where::Gpu, size_t(a.bytes())), source(Where::Gpu, 16);
+    all.upload(data);
+    source.upload(small);
+    int pos = 0;
+    REQUIRE(MPI_Pack(all.get(), 1, a.type, packed.get(), a.bytes(), &pos, MPI_COMM_WORLD) == MPI_SUCCESS);
+    pos = at;
+    REQUIRE(MPI_Pack(source.get(), 16, MPI_BYTE, all.get(), int(data.size()), &pos, MPI_COMM_WORLD) == MPI_SUCCESS);
+    MPI_Barrier(MPI_COMM_WORLD);
+    device_synchronize();
+    INFO("second pack at byte " << at);
+    CHECK(first_difference(packed.download(), host_packed(a, data)) == "");  // the rows as they were
+    std::vector<char> want = data;
+    std::copy(small.begin(), small.end(), want.begin() + at);
+    CHECK(first_difference(all.download(), want) == "");
+  }
+  release(a);
+}
+
+#if defined(P2P_REAL_GPU)
+TEST_CASE("unpacks between the application's own work on the legacy default stream", "[sequence]") {
+  // Before: the packed bytes land by a copy the application left on the legacy default
+  // stream behind a 20 ms kernel. After: the application copies the unpacked object on that
+  // stream at once, with no MPI call and no synchronization between.
+  const Layout l{subarray3d(), 1};
+  const std::vector<char> data = pattern(l.span(), 70);
+  const auto staged = on_gpu(host_packed(l, data));
+  Buf packed(Where::Gpu, size_t(l.bytes())), object(Where::Gpu, l.span()), seen(Where::Gpu, l.span());
+  packed.fill(kPoison);
+  object.fill(kPoison);
+  seen.fill(kPoison);
+  REQUIRE(copy_on_default_stream_after(packed.get(), staged->get(), size_t(l.bytes()), 20.0));
+  unpack(packed, l, object);
+  REQUIRE(cudaMemcpyAsync(seen.get(), object.get(), l.span(), cudaMemcpyDeviceToDevice, cudaStreamLegacy) ==
+          cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(cudaStreamLegacy) == cudaSuccess);
+  CHECK(first_difference(seen.download(), expected(l, l, 70)) == "");
+  release(l);
+}
+#endif
 
 int main(int argc, char **argv) {
 #if defined(P2P_REAL_GPU)

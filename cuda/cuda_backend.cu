@@ -536,7 +536,10 @@ class CudaBackend final : public Backend {
     const cudaError_t err = cudaIpcOpenMemHandle(base, h, cudaIpcMemLazyEnablePeerAccess);
     if (err == cudaSuccess) return Status::Ok;
     cudaGetLastError();
-    TEMPI_LOG(Debug, "cudaIpcOpenMemHandle: %s", cudaGetErrorString(err));  // the caller may retry, else reports
+    // The caller may retry, else reports. Already mapped: this process mapped the allocation
+    // through another handle (the MPI library's own IPC cache), which CUDA allows once.
+    const LogLevel level = err == cudaErrorAlreadyMapped ? LogLevel::Info : LogLevel::Debug;
+    if (log_enabled(level)) log(level, "cudaIpcOpenMemHandle: %s", cudaGetErrorString(err));
     return Status::GpuError;
   }
 

@@ -733,8 +733,11 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
       if (st == Status::Ok && persistent) pinned_.push_back({peer_seg.pid, theirs.handle.buffer_id});
       if (st != Status::Ok) {
         if (error_ == MPI_SUCCESS)
-          error_ = raise_error(comm, MPI_ERR_OTHER, "%s: cannot map comm rank %d's GPU buffer (CUDA IPC): %s", call,
-                               peer_comm, to_string(st));
+          error_ = raise_error(comm, MPI_ERR_OTHER,
+                               "%s: cannot map comm rank %d's GPU buffer (CUDA IPC): %s; where the MPI library maps "
+                               "GPU buffers itself (a CUDA-aware library given them, e.g. with TEMPI_COLL_DEVICE=1), "
+                               "set TEMPI_IPC=off (docs/using.md, \"Zero-copy collectives\")",
+                               call, peer_comm, to_string(st));
         continue;
       }
       Read rd;

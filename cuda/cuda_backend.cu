@@ -536,10 +536,9 @@ class CudaBackend final : public Backend {
     const cudaError_t err = cudaIpcOpenMemHandle(base, h, cudaIpcMemLazyEnablePeerAccess);
     if (err == cudaSuccess) return Status::Ok;
     cudaGetLastError();
-    // The caller may retry, else reports. Already mapped: this process mapped the allocation
-    // through another handle (the MPI library's own IPC cache), which CUDA allows once.
-    const LogLevel level = err == cudaErrorAlreadyMapped ? LogLevel::Info : LogLevel::Debug;
-    if (log_enabled(level)) log(level, "cudaIpcOpenMemHandle: %s", cudaGetErrorString(err));
+    // The caller retries or falls back, and says so. Already mapped: this process mapped the
+    // allocation through another handle (the MPI library's own IPC cache), which CUDA allows once.
+    if (log_enabled(LogLevel::Debug)) log(LogLevel::Debug, "cudaIpcOpenMemHandle: %s", cudaGetErrorString(err));
     return Status::GpuError;
   }
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <set>
 #include <thread>
 
 #include "config.hpp"
@@ -60,11 +61,15 @@ struct Slot {
   std::atomic<uint64_t> seq{0};
   std::atomic<uint64_t> done{0};  // pairs whose readers finished reading this rank's send blocks
   std::atomic<uint64_t> seen{0};  // peers that copied this slot (it is not rewritten before all did)
+  std::atomic<uint64_t> answered{0};  // readers that said which of this rank's send blocks they can map
   IpcHandle handle;               // of the send buffer's allocation (size 0: not exported)
   char send_device[kIdBytes] = {};
   int32_t flags_at = -1;          // a persistent init: this rank's flags (Segment::flags)
   int32_t nsend = 0, nrecv = 0;
   Entry entries[kMaxEntries * 2];  // sends, then receives
+  // Per send entry, set by its reader before it answers: the reader cannot map the send
+  // buffer (CUDA IPC refused it), so the pair takes the pack path at both ends.
+  std::atomic<uint8_t> refused[kMaxEntries];
 };
 
 // One persistent collective's flags at one rank: the starts it made, and per node rank
@@ -112,8 +117,11 @@ class Mappings {
   // The peer allocation named by `h`, mapped on the current device. Most recently used first;
   // the oldest unpinned ones beyond kMax are unmapped (a peer's freed allocation stays alive
   // while mapped). `pin`: a persistent collective keeps reading through it until unpin().
+  // An allocation CUDA refused to map is remembered: the refusal returns the backend's error
+  // the first time and Status::Unsupported afterwards, without asking CUDA again.
   Status get(int32_t pid, const IpcHandle &h, void **base, bool pin = false) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (refused_.count({pid, h.buffer_id})) return Status::Unsupported;
     for (auto it = list_.begin(); it != list_.end(); ++it)
       if (it->pid == pid && it->buffer_id == h.buffer_id) {
         list_.splice(list_.begin(), list_, it);
@@ -145,7 +153,15 @@ class Mappings {
           ++it;
         }
       st = gpu_backend().ipc_open(h, base);
-      if (st != Status::Ok) return st;
+      if (st != Status::Ok) {
+        // Most often this process maps the allocation already through another handle: the
+        // MPI library's own IPC cache (a CUDA-aware library's transport), which CUDA allows
+        // once and which lasts as long as that cache keeps it. Buffer ids are never reused,
+        // so the memory never refuses an allocation it has not seen.
+        if (refused_.size() >= kMaxRefused) refused_.clear();
+        refused_.insert({pid, h.buffer_id});
+        return st;
+      }
     }
     ++opened_;
     list_.push_front({pid, h.buffer_id, *base, h.base, uint64_t(h.size), pin ? 1 : 0});
@@ -174,8 +190,10 @@ class Mappings {
 
  private:
   static constexpr size_t kMax = 64;
+  static constexpr size_t kMaxRefused = 4096;
   std::mutex mutex_;
   std::list<Mapping> list_;
+  std::set<std::pair<int32_t, uint64_t>> refused_;  // (process, allocation) that CUDA would not map
   uint64_t opened_ = 0;
 };
 
@@ -450,6 +468,7 @@ struct PeerView {
   char send_device[kIdBytes] = {};
   int flags_at = -1;
   std::vector<Entry> sends, recvs;  // its pairs with this rank
+  std::vector<int> send_at;         // per entry of `sends`: its place in the peer's slot
 };
 
 // A consistent copy of a peer's slot for call `seq` (false would mean the peer went past
@@ -467,16 +486,23 @@ bool snapshot(Slot &s, uint64_t seq, int me, PeerView &view, MPI_Comm node, cons
   const int nr = std::max(0, std::min(s.nrecv, int32_t(kMaxEntries)));
   for (int k = 0; k < ns + nr; ++k) {
     const Entry e = s.entries[k];
-    if (e.peer == me) (k < ns ? view.sends : view.recvs).push_back(e);
+    if (e.peer != me) continue;
+    if (k < ns) {
+      view.sends.push_back(e);
+      view.send_at.push_back(k);
+    } else {
+      view.recvs.push_back(e);
+    }
   }
   std::atomic_thread_fence(std::memory_order_acquire);
   return s.seq.load(std::memory_order_relaxed) == seq;
 }
 
-const Entry *find_entry(const std::vector<Entry> &entries, int occurrence) {
-  for (const Entry &e : entries)
-    if (e.occurrence == occurrence) return &e;
-  return nullptr;
+// The place in `entries` of the pair with this occurrence, or -1.
+int find_entry(const std::vector<Entry> &entries, int occurrence) {
+  for (size_t k = 0; k < entries.size(); ++k)
+    if (entries[k].occurrence == occurrence) return int(k);
+  return -1;
 }
 
 bool readable_by(const Segment &receiver, const char *device) {
@@ -644,6 +670,7 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
     std::atomic_thread_fence(std::memory_order_release);
     slot.done.store(0, std::memory_order_relaxed);
     slot.seen.store(0, std::memory_order_relaxed);
+    slot.answered.store(0, std::memory_order_relaxed);
     slot.handle = exported ? handle : IpcHandle{};
     slot.flags_at = persistent ? flags_at : -1;
     copy_id(slot.send_device, sbuf && exported ? identity_of(b.device_of(sbuf)) : std::string());
@@ -672,6 +699,7 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
       if (!rok[j] || sources[j] == me) continue;
       slot.entries[ns + nr++] = Entry{sources[j], rocc[j], rplaced[j].bytes, -1, 0};
     }
+    for (int k = 0; k < ns; ++k) slot.refused[k].store(0, std::memory_order_relaxed);
     slot.nsend = ns;
     slot.nrecv = nr;
     slot.seq.store(seq_, std::memory_order_release);
@@ -687,7 +715,14 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
     owner_flags_.assign(node_->segments.size(), -1);
   }
 
-  // The peers' slots of this call, and each pair's decision (both ends decide alike).
+  // The peers' slots of this call, and each pair's decision. Both ends find the same pairs
+  // from the same two entries; the reader then maps the owner's send buffer and answers
+  // whether it could, and a pair whose mapping CUDA refused takes the pack path at both
+  // ends. Every rank answers as it reads its peers' slots, and waits for answers only after
+  // it has answered all of its own (reading a slot waits only for its peer to enter the
+  // call): no rank waits for another that waits for it.
+  std::vector<std::pair<int, int>> offered;  // (entry in this rank's slot, node rank that reads it)
+  uint64_t askers = 0;                       // node ranks that must answer this rank
   for (int peer : peers_) {
     Slot &mine_slot = node_->mine().slots[seq_ & 1];
     PeerView theirs;
@@ -700,52 +735,67 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
       continue;
     }
     Segment &peer_seg = *node_->segments[size_t(peer)];
-    // Blocks this rank sends to the peer: read by it when its entry matches.
+    // Blocks this rank sends to the peer: offered when its entry matches; read once it answers.
+    const size_t offered_before = offered.size();
     for (int k = 0; k < mine_slot.nsend; ++k) {
       const Entry &e = mine_slot.entries[k];
       if (e.peer != peer_comm) continue;
-      const Entry *r = find_entry(theirs.recvs, e.occurrence);
-      if (!r || r->bytes != e.bytes || !readable_by(peer_seg, mine_slot.send_device)) continue;
-      for (size_t i = 0; i < socc.size(); ++i)
-        if (dests[i] == peer_comm && socc[i] == e.occurrence && sok[i]) sblocks[i].count = 0;
-      ++readers_;
-      if (reader_ranks_.empty() || reader_ranks_.back() != peer) reader_ranks_.push_back(peer);
+      const int r = find_entry(theirs.recvs, e.occurrence);
+      if (r < 0 || theirs.recvs[size_t(r)].bytes != e.bytes || !readable_by(peer_seg, mine_slot.send_device)) continue;
+      offered.push_back({k, peer});
     }
-    // Blocks this rank receives from the peer: read from its send buffer.
+    askers += offered.size() > offered_before ? 1 : 0;
+    // Blocks this rank receives from the peer: read from its send buffer where it maps.
+    bool answer = false;
     for (int k = 0; k < mine_slot.nrecv; ++k) {
       const Entry &e = mine_slot.entries[mine_slot.nsend + k];
       if (e.peer != peer_comm) continue;
-      const Entry *s = find_entry(theirs.sends, e.occurrence);
-      if (!s || s->bytes != e.bytes || theirs.handle.size == 0 || !readable_by(node_->mine(), theirs.send_device))
-        continue;
-      ++told_[size_t(peer)];  // read or not, the owner waits for this pair
-      owner_flags_[size_t(peer)] = theirs.flags_at;
+      const int at = find_entry(theirs.sends, e.occurrence);
+      if (at < 0) continue;
+      const Entry &s = theirs.sends[size_t(at)];
+      if (s.bytes != e.bytes || theirs.handle.size == 0 || !readable_by(node_->mine(), theirs.send_device)) continue;
+      answer = true;
       size_t j = 0;
       while (j < rocc.size() && !(sources[j] == peer_comm && rocc[j] == e.occurrence && rok[j])) ++j;
-      if (j == rocc.size()) continue;
-      rblocks[j].count = 0;
       void *base = nullptr;
-      Status st;
-      {
+      Status st = Status::Unsupported;
+      if (j < rocc.size()) {
         const OnDeviceOf on_its_gpu(rbuf);
         st = mappings().get(peer_seg.pid, theirs.handle, &base, persistent);
       }
-      if (st == Status::Ok && persistent) pinned_.push_back({peer_seg.pid, theirs.handle.buffer_id});
       if (st != Status::Ok) {
-        if (error_ == MPI_SUCCESS)
-          error_ = raise_error(comm, MPI_ERR_OTHER,
-                               "%s: cannot map comm rank %d's GPU buffer (CUDA IPC): %s; where the MPI library maps "
-                               "GPU buffers itself (a CUDA-aware library given them, e.g. with TEMPI_COLL_DEVICE=1), "
-                               "set TEMPI_IPC=off (docs/using.md, \"Zero-copy collectives\")",
-                               call, peer_comm, to_string(st));
+        their_slot.refused[theirs.send_at[size_t(at)]].store(1, std::memory_order_relaxed);
+        if (st != Status::Unsupported)
+          TEMPI_LOG(Info,
+                    "%s: comm rank %d's GPU buffer cannot be mapped here (CUDA IPC refused it; the MPI library "
+                    "may map it already); its blocks to this rank take the pack path from now on",
+                    call, peer_comm);
         continue;
       }
+      if (persistent) pinned_.push_back({peer_seg.pid, theirs.handle.buffer_id});
+      ++told_[size_t(peer)];  // the owner waits until this pair is read
+      owner_flags_[size_t(peer)] = theirs.flags_at;
+      rblocks[j].count = 0;
       Read rd;
       rd.from = peer;
-      rd.plan = &node_->peer_plan(peer, s->plan_at);
-      rd.typed = static_cast<char *>(base) + s->offset;
+      rd.plan = &node_->peer_plan(peer, s.plan_at);
+      rd.typed = static_cast<char *>(base) + s.offset;
       rd.into = rplaced[j];
       reads_.push_back(std::move(rd));
+    }
+    if (answer) their_slot.answered.fetch_add(1, std::memory_order_acq_rel);
+  }
+  if (askers > 0) {
+    Slot &mine_slot = node_->mine().slots[seq_ & 1];
+    spin_until([&] { return mine_slot.answered.load(std::memory_order_acquire) >= askers; }, node_->node, call,
+               "to answer whether it maps this rank's send buffer", -1);
+    for (const auto &[k, peer] : offered) {
+      if (mine_slot.refused[k].load(std::memory_order_relaxed)) continue;
+      const Entry &e = mine_slot.entries[k];
+      for (size_t i = 0; i < socc.size(); ++i)
+        if (dests[i] == e.peer && socc[i] == e.occurrence && sok[i]) sblocks[i].count = 0;
+      ++readers_;
+      if (reader_ranks_.empty() || reader_ranks_.back() != peer) reader_ranks_.push_back(peer);
     }
   }
   if (node_)

@@ -15,8 +15,13 @@
 // once per (plan, count) and named by their arena offset afterwards; peers map each
 // allocation once (keyed by the owner's process and the allocation's id, never by address).
 //
+// A reader that cannot map a sender's allocation (CUDA maps one once per process, and a
+// CUDA-aware library may hold it) says so in the sender's slot before the sender gives the
+// library its counts: that pair takes the pack path at both ends.
+//
 // Synchronization: a rank with GPU blocks waits for its node peers' slots of this call (so
-// nobody reads a buffer before its owner entered the call); after its GPU finished reading
+// nobody reads a buffer before its owner entered the call) and a sender for its readers'
+// answers; after its GPU finished reading
 // a peer's blocks it tells that peer; a sender returns only when every reader of its send
 // buffer has told it. A neighbourhood collective talks to its neighbours only. Ranks whose
 // buffers are host memory write their slot and never wait.

@@ -60,9 +60,11 @@ constexpr int kFloats = 37;
 constexpr size_t kStridedBytes = size_t(kFloats - 1) * 3 * 4 + 4;
 
 // One MPI_Alltoallw: rank r sends its strided block for peer p at p * slot, receives each
-// peer's block densely. `sgpu`/`rgpu` per rank. Returns the number of peer blocks that
-// must move by zero-copy at this rank (as receiver).
-int alltoallw_round(uint64_t seed, bool sgpu, bool rgpu, bool peers_sgpu, Buf *reuse_send = nullptr) {
+// peer's block densely. `sgpu`/`rgpu` per rank; `unmapped`: the peer whose send buffer
+// this rank cannot map (its block takes the pack path). Returns the number of peer blocks
+// that must move by zero-copy at this rank (as receiver).
+int alltoallw_round(uint64_t seed, bool sgpu, bool rgpu, bool peers_sgpu, Buf *reuse_send = nullptr,
+                    int unmapped = -1) {
   Types t(kFloats);
   const size_t slot = kStridedBytes + 64;
   Buf own_send(sgpu, slot * size_t(g_size), seed * 131 + uint64_t(g_rank));
@@ -88,7 +90,7 @@ int alltoallw_round(uint64_t seed, bool sgpu, bool rgpu, bool peers_sgpu, Buf *r
   if (ipc_on() && rgpu) {
     expect_self = sgpu ? 1 : 0;
     for (int p = 0; p < g_size; ++p)
-      if (p != g_rank && same_node(p) && peers_sgpu) ++expect_peers;
+      if (p != g_rank && p != unmapped && same_node(p) && peers_sgpu) ++expect_peers;
   }
   CHECK(after.peer_blocks - before.peer_blocks == uint64_t(expect_peers));
   CHECK(after.self_blocks - before.self_blocks == uint64_t(expect_self));
@@ -96,6 +98,71 @@ int alltoallw_round(uint64_t seed, bool sgpu, bool rgpu, bool peers_sgpu, Buf *r
 }
 
 }  // namespace
+
+// First in the file: on a real GPU, CUDA may answer a handle to a new allocation with this
+// process's mapping of a freed one at the same address, so the test maps its peer's buffer
+// before TEMPI has mapped anything.
+TEST_CASE("a peer's send buffer that this process maps already (as a CUDA-aware library does) takes the pack path",
+          "[zero-copy]") {
+  // CUDA maps another process's allocation once per process: where the MPI library mapped
+  // it for its own transfers, TEMPI's mapping is refused. Here each rank maps the next
+  // rank's send buffer itself, as the library would; its block from that rank must then
+  // take the pack path (at both ends), exactly, call after call, and the others stay zero-copy.
+  tempi::Backend &b = tempi::gpu_backend();
+  const size_t slot = kStridedBytes + 64;
+  Buf send(true, slot * size_t(g_size), 900 + uint64_t(g_rank));
+  tempi::IpcHandle mine, next_handle;
+  REQUIRE(b.ipc_export(send.ptr, mine) == tempi::Status::Ok);
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  REQUIRE(MPI_Sendrecv(&mine, sizeof mine, MPI_BYTE, prev, 5, &next_handle, sizeof next_handle, MPI_BYTE, next, 5,
+                       MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  const bool held = next != g_rank && same_node(next);
+  void *library_mapping = nullptr;
+  if (held) REQUIRE(b.ipc_open(next_handle, &library_mapping) == tempi::Status::Ok);
+  const int unmapped = held && ipc_on() ? next : -1;
+  const uint64_t mapped = tempi::zero_copy_counts().mappings;
+  for (int round = 0; round < 3; ++round) {  // the first refusal, then the remembered one
+    for (size_t i = 0; i < send.bytes; ++i) send.host[i] = byte_at(uint64_t(910 + round * 7 + g_rank), i);
+    REQUIRE(b.copy(send.ptr, send.host.data(), send.bytes) == tempi::Status::Ok);
+    MPI_Barrier(MPI_COMM_WORLD);
+    alltoallw_round(uint64_t(920 + round), true, true, true, &send, unmapped);
+  }
+  int peers_mapped = 0;
+  for (int p = 0; p < g_size; ++p) peers_mapped += p != g_rank && p != unmapped && same_node(p) && ipc_on();
+  CHECK(tempi::zero_copy_counts().mappings - mapped == uint64_t(peers_mapped));
+#if MPI_VERSION >= 4
+  // A persistent collective decides its pairs once, at init: the same pair takes the pack
+  // path at every start.
+  Types t(kFloats);
+  const size_t n = static_cast<size_t>(g_size);
+  Buf recv(true, size_t(kFloats) * 4 * n + 96, 930 + uint64_t(g_rank));
+  std::vector<int> counts(n, 1), sd(n), rd(n);
+  std::vector<MPI_Datatype> st(n, t.strided), rt(n, t.dense);
+  for (int p = 0; p < g_size; ++p) {
+    sd[size_t(p)] = int(slot) * p;
+    rd[size_t(p)] = 48 + kFloats * 4 * p;
+  }
+  MPI_Request req = MPI_REQUEST_NULL;
+  REQUIRE(MPI_Alltoallw_init(send.ptr, counts.data(), sd.data(), st.data(), recv.ptr, counts.data(), rd.data(),
+                             rt.data(), MPI_COMM_WORLD, MPI_INFO_NULL, &req) == MPI_SUCCESS);
+  for (int start = 0; start < 3; ++start) {
+    for (size_t i = 0; i < send.bytes; ++i) send.host[i] = byte_at(uint64_t(940 + start * 5 + g_rank), i);
+    REQUIRE(b.copy(send.ptr, send.host.data(), send.bytes) == tempi::Status::Ok);
+    std::vector<uint8_t> ref = recv.host;
+    REQUIRE(PMPI_Alltoallw(send.host.data(), counts.data(), sd.data(), st.data(), ref.data(), counts.data(),
+                           rd.data(), rt.data(), MPI_COMM_WORLD) == MPI_SUCCESS);
+    const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
+    REQUIRE(MPI_Start(&req) == MPI_SUCCESS);
+    REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    CHECK(recv.contents() == ref);
+    CHECK(tempi::zero_copy_counts().peer_blocks - before.peer_blocks == uint64_t(peers_mapped));
+  }
+  REQUIRE(MPI_Request_free(&req) == MPI_SUCCESS);
+#endif
+  MPI_Barrier(MPI_COMM_WORLD);  // every persistent read of the buffers is over
+  if (held) b.ipc_close(library_mapping);
+  MPI_Barrier(MPI_COMM_WORLD);  // closed before its owner frees it
+}
 
 TEST_CASE("MPI_Alltoallw between GPU buffers: zero-copy on the node, the pack path elsewhere", "[zero-copy]") {
   for (int round = 0; round < 3; ++round) alltoallw_round(uint64_t(round), true, true, true);

@@ -43,6 +43,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "backend.hpp"
 #include "config.hpp"
@@ -469,14 +470,27 @@ class EmulatedBackend final : public Backend {
     out.base = uint64_t(reinterpret_cast<uintptr_t>(ptr)) - uint64_t(offset);
     return Status::Ok;
   }
+  // Like cudaIpcOpenMemHandle, an allocation is mapped at most once per process at a time: a
+  // second handle to one that is mapped here is refused ("resource already mapped").
   Status ipc_open(const IpcHandle &handle, void **base) override {
     EmulatedHandle h;
     std::memcpy(&h, handle.bytes, sizeof h);
+    const std::pair<int32_t, uint64_t> key{h.pid, handle.buffer_id};
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (imported_.count(key)) return Status::GpuError;
+    }
     char path[64];
     std::snprintf(path, sizeof path, "/proc/%d/fd/%d", int(h.pid), int(h.fd));
     const int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return Status::GpuError;
-    return allocate_from(fd, size_t(handle.size), MemorySpace::Device, base, false);
+    const Status st = allocate_from(fd, size_t(handle.size), MemorySpace::Device, base, false);
+    if (st != Status::Ok) return st;
+    std::lock_guard<std::mutex> lock(mutex_);
+    Region &r = regions_.at(reinterpret_cast<uintptr_t>(*base));
+    r.imported = key;
+    imported_.insert(key);
+    return Status::Ok;
   }
   void ipc_close(void *base) override { release(base); }
   bool ipc_peer_access(const std::string &device) override { return device == device_id(); }
@@ -496,6 +510,7 @@ class EmulatedBackend final : public Backend {
     bool staging;        // lent by acquire (what memory_use counts, as the CUDA pools do)
     int fd = -1;         // an application's device allocation: its memory file, for IPC
     uint64_t id = 0;     // device memory: the allocation's identity (never reused)
+    std::pair<int32_t, uint64_t> imported{0, 0};  // mapped by ipc_open: the owner's process and allocation
   };
 
   // A synchronous call: it follows the work queued on this thread's stream and is one
@@ -697,6 +712,7 @@ class EmulatedBackend final : public Backend {
       if (it == regions_.end()) return;  // not ours (cudaFree would say so; nothing to free)
       r = it->second;
       regions_.erase(it);
+      if (r.imported.first) imported_.erase(r.imported);
       count_locked(r, false);
       if (r.slot < kSlots) g_slots[r.slot].base.store(0, std::memory_order_release);
     }
@@ -711,6 +727,7 @@ class EmulatedBackend final : public Backend {
 
   std::mutex mutex_;
   std::map<uintptr_t, Region> regions_;
+  std::set<std::pair<int32_t, uint64_t>> imported_;  // peer allocations mapped here (Region::imported)
   size_t next_slot_ = 0;
   uint64_t next_id_ = 0;
   MemoryUse use_;

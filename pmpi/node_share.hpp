@@ -25,6 +25,8 @@ struct NodeShare;
 struct P2pEntry {
   // 0 free; 1 posted (the receiver may read the buffer); 2 read (the receiver's GPU finished,
   // or it refused the data: a truncated receive). Written last by whoever hands it on.
+  // zero_copy_p2p.cpp adds the states of an entry being filled and of a push (its receiver
+  // cannot map the send buffer, so the sender packs the message into `landing`).
   std::atomic<uint32_t> state{0};
   int32_t dest = -1;     // the receiver's node rank
   int32_t tag = 0;       // the application's tag
@@ -33,6 +35,7 @@ struct P2pEntry {
   int64_t plan_at = -1;  // the send plan's place in the sender's arena
   int64_t offset = 0;    // where the plan starts, from the first byte of the allocation
   IpcHandle handle;      // of the send buffer's allocation
+  IpcHandle landing;     // a push: the receiver's buffer to pack into (its offset: where)
 };
 constexpr int kP2pEntries = 256;  // zero-copy sends in flight per rank and communicator; more: the pack path
 
@@ -54,6 +57,9 @@ uint64_t nonce_of(const NodeShare &s, int node_rank);  // a random number each s
 // Whether node rank `reader`'s GPU can read memory of the GPU with identity `device`.
 bool reads_gpu(const NodeShare &s, int reader, const std::string &device);
 P2pEntry *board_of(NodeShare &s, int node_rank);  // kP2pEntries entries
+// The word node rank `node_rank`'s pusher thread sleeps on (a futex in shared memory):
+// receivers add 1 and wake it when they ask it to push.
+std::atomic<uint32_t> &push_word(NodeShare &s, int node_rank);
 
 // This rank's `plan` (for `count` elements of plan id `id`) in its arena, published the first
 // time: its offset, or -1 when the arena is full. Thread-safe.

@@ -83,6 +83,7 @@ struct Segment {
   int32_t pid = 0;
   int32_t nreadable = 0;
   uint64_t nonce = 0;  // random: a control message of zero-copy point-to-point carries it
+  std::atomic<uint32_t> push_word{0};  // zero-copy point-to-point: its pusher sleeps on it (futex)
   char readable[kMaxReadable][kIdBytes] = {};  // GPUs whose memory this rank's GPU reads
   Slot slots[2];                               // calls alternate: a rank is at most one call ahead of a peer that waits for it
   std::atomic<uint64_t> arena_used{0};
@@ -1094,6 +1095,7 @@ void zero_copy_drain() {
 void zero_copy_shutdown() {
   zero_copy_thread().stop();
   g_stopped = true;
+  p2p_shutdown();
   mappings().clear();
 }
 
@@ -1134,6 +1136,7 @@ bool reads_gpu(const NodeShare &s, int reader, const std::string &device) {
   return readable_by(*s.segments[size_t(reader)], id);
 }
 P2pEntry *board_of(NodeShare &s, int node_rank) { return s.segments[size_t(node_rank)]->board; }
+std::atomic<uint32_t> &push_word(NodeShare &s, int node_rank) { return s.segments[size_t(node_rank)]->push_word; }
 int64_t publish_plan(NodeShare &s, const Plan &plan, uint64_t id, int64_t count) { return s.publish(plan, id, count); }
 const Plan &peer_plan(NodeShare &s, int peer, int64_t at) { return s.peer_plan(peer, at); }
 Status map_peer_buffer(int32_t pid, const IpcHandle &h, void **base) { return mappings().get(pid, h, base); }

@@ -1,14 +1,21 @@
 #include "zero_copy_p2p.hpp"
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <list>
+#include <memory>
 #include <mutex>
+#include <thread>
 
 #include "config.hpp"
 #include "errors.hpp"
@@ -36,11 +43,138 @@ struct Control {
 };
 static_assert(sizeof(Control) == kControlBytes, "the control message has a fixed size");
 
-std::atomic<uint64_t> g_serial{0}, g_reads{0}, g_sends{0}, g_probed{0};
+std::atomic<uint64_t> g_serial{0}, g_reads{0}, g_sends{0}, g_probed{0}, g_pushed{0};
 
-// An entry's states: P2pEntry::state's 0, 1 and 2, and this one: taken by a thread of this
-// process that fills it (no receiver looks at it, no other thread takes it).
+// An entry's states: P2pEntry::state's 0, 1 and 2, and these. Filling: taken by a thread of
+// this process that fills it (no receiver looks at it, no other thread takes it). A push,
+// where the receiver cannot map the send buffer (CUDA maps an allocation once per process,
+// and the receiver's MPI library may hold it): the receiver sets Refused with its landing
+// buffer in the entry, the sender's pusher takes it (Pushing) and packs the message into that
+// buffer (Pushed, or PushFailed), then the receiver sets 2 and unpacks.
 constexpr uint32_t kFilling = 3;
+constexpr uint32_t kRefused = 4;
+constexpr uint32_t kPushing = 5;
+constexpr uint32_t kPushed = 6;
+constexpr uint32_t kPushFailed = 7;
+
+// ---- Pushes ------------------------------------------------------------------------------
+
+// A futex on a word of node-shared memory (so, not private): processes of the node wake
+// each other through it.
+void futex_wait(std::atomic<uint32_t> &word, uint32_t seen, long timeout_ns) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex is a plain 32-bit word");
+  const timespec t{0, timeout_ns};
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(&word), FUTEX_WAIT, seen, &t, nullptr, 0);
+}
+void futex_wake(std::atomic<uint32_t> &word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// Packs every entry of this rank's board that its receiver refused into the receiver's
+// landing buffer, on the send buffer's GPU.
+void push_refused(NodeShare &s) {
+  Backend &b = gpu_backend();
+  const int me = my_node_rank(s);
+  P2pEntry *board = board_of(s, me);
+  for (int i = 0; i < kP2pEntries; ++i) {
+    P2pEntry &e = board[i];
+    uint32_t refused = kRefused;
+    if (!e.state.compare_exchange_strong(refused, kPushing, std::memory_order_acq_rel)) continue;
+    const char *typed = reinterpret_cast<const char *>(uintptr_t(e.handle.base)) + e.offset;
+    const int device = b.device_of(typed);
+    const int previous = device >= 0 ? b.use_device(device) : -1;
+    void *landing = nullptr;
+    Status st = map_peer_buffer(pid_of(s, e.dest), e.landing, &landing);
+    if (st == Status::Ok)
+      st = b.pack_accessible(peer_plan(s, me, e.plan_at), typed, static_cast<char *>(landing) + e.landing.offset, 0,
+                             e.bytes);
+    if (previous >= 0) b.use_device(previous);
+    if (st != Status::Ok)
+      TEMPI_LOG(Error, "zero-copy: packing a message into node rank %d's landing buffer failed: %s", e.dest,
+                to_string(st));
+    e.state.store(st == Status::Ok ? kPushed : kPushFailed, std::memory_order_release);
+  }
+}
+
+// One per communicator with zero-copy point-to-point: a thread that pushes this rank's
+// refused messages. A thread, so that a receiver waits for no MPI call of this process (a
+// posted send must complete while its sender waits elsewhere, even in the library). It
+// sleeps on its segment's push word; the timeout only bounds a wake-up that got lost.
+class Pusher {
+ public:
+  explicit Pusher(std::shared_ptr<NodeShare> s) : share_(std::move(s)), thread_([this] { run(); }) {}
+  ~Pusher() {
+    stop_ = true;
+    word().fetch_add(1, std::memory_order_acq_rel);
+    futex_wake(word());
+    thread_.join();
+  }
+  const NodeShare *share() const { return share_.get(); }
+
+ private:
+  std::atomic<uint32_t> &word() { return push_word(*share_, my_node_rank(*share_)); }
+  void run() {
+    while (!stop_.load(std::memory_order_acquire)) {
+      const uint32_t seen = word().load(std::memory_order_acquire);
+      push_refused(*share_);
+      futex_wait(word(), seen, 100'000'000);  // returns at once if a receiver asked since `seen`
+    }
+  }
+  std::shared_ptr<NodeShare> share_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: starts once the members it uses exist
+};
+
+std::mutex g_pushers_mutex;
+std::vector<std::unique_ptr<Pusher>> g_pushers;
+
+void start_pusher(std::shared_ptr<NodeShare> s) {
+  std::lock_guard<std::mutex> lock(g_pushers_mutex);
+  for (const auto &p : g_pushers)
+    if (p->share() == s.get()) return;
+  g_pushers.push_back(std::make_unique<Pusher>(std::move(s)));
+}
+
+// Landing buffers: device memory of this process that a sender packs a message into when
+// this process cannot map the sender's buffer. Allocated like the application's memory so
+// that senders can map it, never given to the MPI library (so no library maps it), and
+// kept for the next push until MPI_Finalize.
+struct Landing {
+  int device = -1;
+  void *ptr = nullptr;
+  size_t bytes = 0;
+  IpcHandle handle;
+  bool busy = false;
+};
+std::mutex g_landing_mutex;
+std::list<Landing> g_landings;
+
+// A free landing buffer of at least `bytes` on `device` (current), taken; null on failure.
+Landing *take_landing(int device, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(g_landing_mutex);
+  for (Landing &l : g_landings)
+    if (!l.busy && l.device == device && l.bytes >= size_t(bytes)) {
+      l.busy = true;
+      return &l;
+    }
+  Backend &b = gpu_backend();
+  Landing l;
+  l.device = device;
+  l.bytes = (size_t(std::max<int64_t>(bytes, 1)) + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
+  if (b.allocate_device(l.bytes, &l.ptr) != Status::Ok) return nullptr;
+  if (b.ipc_export(l.ptr, l.handle) != Status::Ok) {
+    b.free_device(l.ptr);
+    return nullptr;
+  }
+  l.busy = true;
+  g_landings.push_back(l);
+  return &g_landings.back();
+}
+
+void give_landing(Landing *l) {
+  std::lock_guard<std::mutex> lock(g_landing_mutex);
+  l->busy = false;
+}
 
 // A free entry of this rank's board, taken, or -1.
 int take_entry(NodeShare &s) {
@@ -236,6 +370,7 @@ int p2p_enable(MPI_Comm comm, bool on, int *enabled) {
     any = !g_flights.empty();
   }
   if (const int err = PMPI_Barrier(comm)) return err;
+  if (all) start_pusher(share);
   set_p2p(*share, all != 0);
   if (enabled) *enabled = all;
   return MPI_SUCCESS;
@@ -423,6 +558,7 @@ struct Reads {
   std::vector<PairJob> jobs;
   Scratch scratch;
   Fence fence;
+  Landing *landing = nullptr;  // a push: its one message arrives in this buffer, not through a read
   Status status = Status::Ok;
   std::vector<std::shared_ptr<Flight>> flights;  // progress: the receives these reads finish
 };
@@ -467,29 +603,50 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
     in.finished = true;
     P2pEntry &e = board_of(s, sender)[c.entry];
     const int device = b.device_of(in.user);
-    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const Reads &o) { return o.device == device; });
+    // This rank's own buffer is read where it is; a peer's through its (cached) mapping.
+    void *base = reinterpret_cast<void *>(uintptr_t(e.handle.base));
+    Status st = Status::Ok;
+    Landing *landing = nullptr;
+    if (sender != my_node_rank(s)) {
+      const int previous = device >= 0 ? b.use_device(device) : -1;
+      st = map_peer_buffer(pid_of(s, sender), e.handle, &base);
+      // Refused (first time: GpuError; remembered: Unsupported): the sender pushes instead.
+      if (st != Status::Ok) landing = take_landing(device, c.bytes);
+      if (previous >= 0) b.use_device(previous);
+      if (st == Status::GpuError)
+        TEMPI_LOG(Info, "comm rank %d's GPU buffer cannot be mapped here (CUDA IPC refused it; the MPI library may map "
+                        "it already): its zero-copy messages to this rank are pushed by the sender from now on",
+                  f.status.MPI_SOURCE);
+    }
+    if (st != Status::Ok && !landing) {
+      e.state.store(2, std::memory_order_release);
+      f.result = raise_error(in.comm, MPI_ERR_NO_MEM, "zero-copy: no landing buffer for a node peer's message whose "
+                             "GPU buffer cannot be mapped here");
+      continue;
+    }
+    PMPI_Status_set_elements_x(&f.status, MPI_BYTE, c.bytes);
+    if (landing) {
+      e.landing = landing->handle;
+      e.state.store(kRefused, std::memory_order_release);
+      std::atomic<uint32_t> &word = push_word(s, sender);
+      word.fetch_add(1, std::memory_order_acq_rel);
+      futex_wake(word);
+      Reads push;
+      push.device = device;
+      push.landing = landing;
+      push.reads.push_back({&f, nullptr, nullptr, c.bytes, &e, &in});
+      gpus.push_back(std::move(push));
+      continue;
+    }
+    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const Reads &o) { return o.device == device && !o.landing; });
     if (g == gpus.end()) {
       g = gpus.insert(gpus.end(), Reads{});
       g->device = device;
     }
-    // This rank's own buffer is read where it is; a peer's through its (cached) mapping.
-    void *base = reinterpret_cast<void *>(uintptr_t(e.handle.base));
-    Status st = Status::Ok;
-    if (sender != my_node_rank(s)) {
-      const int previous = device >= 0 ? b.use_device(device) : -1;
-      st = map_peer_buffer(pid_of(s, sender), e.handle, &base);
-      if (previous >= 0) b.use_device(previous);
-    }
-    if (st != Status::Ok) {
-      e.state.store(2, std::memory_order_release);
-      f.result = raise_error(in.comm, error_class_of(st), "mapping a node peer's GPU buffer (zero-copy) failed: %s",
-                             to_string(st));
-      continue;
-    }
-    PMPI_Status_set_elements_x(&f.status, MPI_BYTE, c.bytes);
     g->reads.push_back({&f, &peer_plan(s, sender, e.plan_at), static_cast<char *>(base) + e.offset, c.bytes, &e, &in});
   }
   for (Reads &g : gpus) {
+    if (g.landing) continue;
     const int previous = g.device >= 0 ? b.use_device(g.device) : -1;
     int64_t total = 0;
     for (const Reads::Read &r : g.reads) total += (r.bytes + 255) & ~int64_t(255);
@@ -508,11 +665,50 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
   return gpus;
 }
 
+// reads_done for a push: whether the sender packed the message into the landing buffer
+// (wait: until it has; its pusher thread needs no MPI call of the sender's); then releases
+// the sender and unpacks into the receive buffer.
+bool push_done(Reads &g, bool wait, int &err) {
+  const Reads::Read &r = g.reads.front();
+  auto pending = [&] {
+    const uint32_t st = r.entry->state.load(std::memory_order_acquire);
+    return st == kRefused || st == kPushing;
+  };
+  for (auto began = std::chrono::steady_clock::now(); pending();) {
+    if (!wait) return false;
+    sched_yield();
+    if (std::chrono::steady_clock::now() - began > std::chrono::seconds(30)) {
+      TEMPI_LOG(Warn, "still waiting for a node peer to push a zero-copy message after 30 s");
+      began = std::chrono::steady_clock::now();
+    }
+  }
+  const bool pushed = r.entry->state.load(std::memory_order_acquire) == kPushed;
+  r.entry->state.store(2, std::memory_order_release);  // the sender's buffer is free
+  Backend &b = gpu_backend();
+  Status st = Status::GpuError;
+  if (pushed) {
+    const int previous = g.device >= 0 ? b.use_device(g.device) : -1;
+    st = b.unpack_accessible(r.in->plan, g.landing->ptr, r.in->user, 0, r.bytes);
+    if (previous >= 0) b.use_device(previous);
+  }
+  give_landing(g.landing);
+  g.landing = nullptr;
+  if (!pushed)
+    err = raise_error(r.in->comm, MPI_ERR_OTHER, "zero-copy: the sender could not pack its message for this rank");
+  else if (st != Status::Ok)
+    err = raise_error(r.in->comm, error_class_of(st), "zero-copy: unpacking a pushed message failed: %s",
+                      to_string(st));
+  else
+    g_pushed.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 // Whether the reads of `g` finished (wait: until they have); then tells their senders and
 // returns the error (raised on the receive's communicator) in `err`.
 bool reads_done(Reads &g, bool wait, int &err) {
   Backend &b = gpu_backend();
   err = MPI_SUCCESS;
+  if (g.landing) return push_done(g, wait, err);
   if (g.status == Status::Ok) {
     const int previous = g.device >= 0 ? b.use_device(g.device) : -1;
     const bool finished = !wait && b.query(g.fence);  // then nothing to wait for
@@ -683,6 +879,16 @@ void p2p_after_probe(MPI_Comm comm, const MPI_Status &status) {
     }
 }
 
-P2pCounts p2p_counts() { return {g_reads.load(), g_sends.load(), g_probed.load()}; }
+P2pCounts p2p_counts() { return {g_reads.load(), g_sends.load(), g_probed.load(), g_pushed.load()}; }
+
+void p2p_shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(g_pushers_mutex);
+    g_pushers.clear();
+  }
+  std::lock_guard<std::mutex> lock(g_landing_mutex);
+  for (const Landing &l : g_landings) gpu_backend().free_device(l.ptr);
+  g_landings.clear();
+}
 
 }  // namespace tempi

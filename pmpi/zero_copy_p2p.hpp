@@ -6,7 +6,9 @@
 // matching and ordering stay the library's); the receiving GPU reads the sender's typed
 // object through a cached IPC mapping and writes its own typed object in one kernel (one
 // launch for the messages that complete together), then tells the sender, whose request
-// completes. A control message is recognized by its size, a magic number, the sender's
+// completes. Where the receiver cannot map the sender's allocation, the sender's pusher
+// thread packs the message into a landing buffer the receiver lends (a push). A control
+// message is recognized by its size, a magic number, the sender's
 // random nonce and a live entry of the sender's board with the same serial, tag and
 // receiver: never by chance.
 #pragma once
@@ -68,11 +70,15 @@ int p2p_failed(MPI_Request handle);
 // contract, docs/using.md) and counts it.
 void p2p_after_probe(MPI_Comm comm, const MPI_Status &status);
 
-// Messages this process read by zero-copy point-to-point, sends it made that way, and probes
-// that may have found a control message (tests).
+// Messages this process read by zero-copy point-to-point, sends it made that way, probes
+// that may have found a control message, and messages it received through a push (their
+// senders' buffers could not be mapped here) (tests).
 struct P2pCounts {
-  uint64_t reads = 0, sends = 0, probed_controls = 0;
+  uint64_t reads = 0, sends = 0, probed_controls = 0, pushed = 0;
 };
 P2pCounts p2p_counts();
+
+// At MPI_Finalize: stops the pusher threads and frees the landing buffers.
+void p2p_shutdown();
 
 }  // namespace tempi

@@ -7,8 +7,9 @@
 // others by the pack path, in the same call. Covers repeated calls with new contents each
 // time, a send buffer freed and allocated again between calls (a stale mapping would
 // deliver the old bytes), host and GPU buffers mixed across ranks, duplicate graph edges
-// and duplicate Cartesian neighbours, and "nodes" smaller than the machine
-// (TEMPI_IPC_RANKS_PER_NODE), so that zero-copy and other-node peers mix in one call.
+// and duplicate Cartesian neighbours, "nodes" smaller than the machine
+// (TEMPI_IPC_RANKS_PER_NODE), so that zero-copy and other-node peers mix in one call, and
+// send buffers that a receiver cannot map (the pack path for those pairs).
 // Built on the emulated backend (mpi suite: shared memory files stand in for CUDA IPC) and
 // with P2P_REAL_GPU on real GPUs (gpu suite; exit 77 without one).
 #define CATCH_CONFIG_RUNNER

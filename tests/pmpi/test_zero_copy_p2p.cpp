@@ -8,7 +8,7 @@
 // cancelled receives and sends, MPI's order between a zero-copy send and a later host send, a send waited for before the receive that reads it, host messages of
 // exactly the control message's size (and one that starts with its magic number), send
 // buffers freed and allocated again, "nodes" smaller than the machine
-// (TEMPI_IPC_RANKS_PER_NODE), and threads.
+// (TEMPI_IPC_RANKS_PER_NODE), threads, and send buffers the receiver cannot map (pushed).
 // Built on the emulated backend (mpi suite) and with P2P_REAL_GPU on real GPUs (gpu suite;
 // exit 77 without one), where a send buffer's contents land on the legacy default stream
 // after the call (default_stream_writer.cu).
@@ -151,6 +151,60 @@ void exchange_all(const std::string &recv_kind, int blocks, uint64_t seed) {
   const tempi::P2pCounts after = tempi::p2p_counts();
   CHECK(after.reads - before.reads == uint64_t(expected_reads));
   CHECK(after.sends - before.sends == uint64_t(expected_sends));
+}
+
+// First in the file: on a real GPU, CUDA may answer a handle to a new allocation with this
+// process's mapping of a freed one at the same address, so the test maps its peer's buffer
+// before TEMPI has mapped anything.
+TEST_CASE("messages from a send buffer this process maps already (as a CUDA-aware library does) are pushed") {
+  // CUDA maps another process's allocation once per process: where the MPI library mapped
+  // it for its own transfers, TEMPI's mapping is refused. Here each rank maps the next
+  // rank's send buffer itself, as the library would; that rank's zero-copy messages to it
+  // must then be packed by their sender into a landing buffer of the receiver (the push),
+  // exactly, whatever the receive call, with no MPI call of the sender's needed meanwhile.
+  tempi::Backend &b = tempi::gpu_backend();
+  Types t;
+  make_types(300, t);
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  Buf send(true, span(t.send, 1), 600 + uint64_t(g_rank));
+  tempi::IpcHandle mine, theirs;
+  REQUIRE(b.ipc_export(send.ptr, mine) == tempi::Status::Ok);
+  REQUIRE(MPI_Sendrecv(&mine, sizeof mine, MPI_BYTE, prev, 5, &theirs, sizeof theirs, MPI_BYTE, next, 5,
+                       MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  const bool held = next != g_rank && same_node(next);
+  void *library_mapping = nullptr;
+  if (held) REQUIRE(b.ipc_open(theirs, &library_mapping) == tempi::Status::Ok);
+  const int64_t packed = type_size(t.send);
+  const bool zero_copy = zero_copy_expected(next, packed);
+  const bool pushed = held && zero_copy;
+  Buf ref(false, send.bytes, 600 + uint64_t(next));  // the next rank's send buffer
+  for (const std::string kind : {"irecv", "recv", "persistent", "irecv"}) {
+    INFO("receive " << kind);
+    Buf recv(true, span(t.recv, 1), 610 + uint64_t(g_rank));
+    const tempi::P2pCounts before = tempi::p2p_counts();
+    MPI_Request sreq = MPI_REQUEST_NULL, rreq = MPI_REQUEST_NULL;
+    if (kind == "irecv") REQUIRE(MPI_Irecv(recv.ptr, 1, t.recv, next, 6, g_zc, &rreq) == MPI_SUCCESS);
+    if (kind == "persistent") {
+      REQUIRE(MPI_Recv_init(recv.ptr, 1, t.recv, next, 6, g_zc, &rreq) == MPI_SUCCESS);
+      REQUIRE(MPI_Start(&rreq) == MPI_SUCCESS);
+    }
+    REQUIRE(MPI_Isend(send.ptr, 1, t.send, prev, 6, g_zc, &sreq) == MPI_SUCCESS);
+    MPI_Status st;
+    if (kind == "recv") REQUIRE(MPI_Recv(recv.ptr, 1, t.recv, next, 6, g_zc, &st) == MPI_SUCCESS);
+    else REQUIRE(MPI_Wait(&rreq, &st) == MPI_SUCCESS);
+    REQUIRE(MPI_Wait(&sreq, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    if (kind == "persistent") MPI_Request_free(&rreq);
+    int elements = 0;
+    MPI_Get_count(&st, MPI_INT, &elements);
+    CHECK(elements == packed / 4);
+    CHECK(recv.contents() == expected(ref.host, t.send, 1, recv.host, t.recv, 1));
+    const tempi::P2pCounts after = tempi::p2p_counts();
+    CHECK(after.pushed - before.pushed == uint64_t(pushed ? 1 : 0));
+    CHECK(after.reads - before.reads == uint64_t(zero_copy && !pushed ? 1 : 0));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (held) b.ipc_close(library_mapping);
+  MPI_Barrier(MPI_COMM_WORLD);  // closed before its owner frees it
 }
 
 TEST_CASE("zero-copy is on where it should be") {

@@ -43,7 +43,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <set>
 
 #include "backend.hpp"
 #include "config.hpp"
@@ -470,15 +469,19 @@ class EmulatedBackend final : public Backend {
     out.base = uint64_t(reinterpret_cast<uintptr_t>(ptr)) - uint64_t(offset);
     return Status::Ok;
   }
-  // Like cudaIpcOpenMemHandle, an allocation is mapped at most once per process at a time: a
-  // second handle to one that is mapped here is refused ("resource already mapped").
+  // Like cudaIpcOpenMemHandle: a handle to an allocation whose range overlaps that of a freed
+  // allocation of the same process still mapped here is refused ("resource already mapped").
   Status ipc_open(const IpcHandle &handle, void **base) override {
     EmulatedHandle h;
     std::memcpy(&h, handle.bytes, sizeof h);
-    const std::pair<int32_t, uint64_t> key{h.pid, handle.buffer_id};
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (imported_.count(key)) return Status::GpuError;
+      for (const auto &kv : regions_) {
+        const Region &r = kv.second;
+        if (r.imported.pid == h.pid && r.imported.id != handle.buffer_id &&
+            r.imported.base < handle.base + uint64_t(handle.size) && handle.base < r.imported.base + r.imported.size)
+          return Status::GpuError;
+      }
     }
     char path[64];
     std::snprintf(path, sizeof path, "/proc/%d/fd/%d", int(h.pid), int(h.fd));
@@ -487,9 +490,8 @@ class EmulatedBackend final : public Backend {
     const Status st = allocate_from(fd, size_t(handle.size), MemorySpace::Device, base, false);
     if (st != Status::Ok) return st;
     std::lock_guard<std::mutex> lock(mutex_);
-    Region &r = regions_.at(reinterpret_cast<uintptr_t>(*base));
-    r.imported = key;
-    imported_.insert(key);
+    regions_.at(reinterpret_cast<uintptr_t>(*base)).imported = {h.pid, handle.buffer_id, handle.base,
+                                                               uint64_t(handle.size)};
     return Status::Ok;
   }
   void ipc_close(void *base) override { release(base); }
@@ -510,7 +512,10 @@ class EmulatedBackend final : public Backend {
     bool staging;        // lent by acquire (what memory_use counts, as the CUDA pools do)
     int fd = -1;         // an application's device allocation: its memory file, for IPC
     uint64_t id = 0;     // device memory: the allocation's identity (never reused)
-    std::pair<int32_t, uint64_t> imported{0, 0};  // mapped by ipc_open: the owner's process and allocation
+    struct {
+      int32_t pid = 0;  // mapped by ipc_open: the owner's process, allocation and its range there
+      uint64_t id = 0, base = 0, size = 0;
+    } imported;
   };
 
   // A synchronous call: it follows the work queued on this thread's stream and is one
@@ -712,7 +717,6 @@ class EmulatedBackend final : public Backend {
       if (it == regions_.end()) return;  // not ours (cudaFree would say so; nothing to free)
       r = it->second;
       regions_.erase(it);
-      if (r.imported.first) imported_.erase(r.imported);
       count_locked(r, false);
       if (r.slot < kSlots) g_slots[r.slot].base.store(0, std::memory_order_release);
     }
@@ -727,7 +731,6 @@ class EmulatedBackend final : public Backend {
 
   std::mutex mutex_;
   std::map<uintptr_t, Region> regions_;
-  std::set<std::pair<int32_t, uint64_t>> imported_;  // peer allocations mapped here (Region::imported)
   size_t next_slot_ = 0;
   uint64_t next_id_ = 0;
   MemoryUse use_;

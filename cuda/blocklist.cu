@@ -106,27 +106,6 @@ __device__ Piece locate(const BlockListArgs &a, Cursor &c, int64_t pos) {
   return {lo + into - k * c.desc.length, lo, lo + c.desc.length};
 }
 
-// The aligned typed chunks under a window, before realignment: the window's byte 0 is
-// byte `shift` of c0:c1.
-struct Raw {
-  uint4 c0, c1;
-  unsigned shift;
-};
-
-// Loads the chunks under the 16 bytes from typed address `t0`, reading only bytes in
-// [lo, hi) (a block, so that no access leaves it).
-__device__ __forceinline__ Raw load_window(uint64_t t0, uint64_t lo, uint64_t hi) {
-  const uint64_t at = t0 & ~uint64_t(kWindow - 1);
-  const int64_t l = int64_t(lo - at), h = int64_t(hi - at);
-  Raw r;
-  r.shift = unsigned(t0 - at);
-  r.c0 = load_chunk(at, clamp16(l), clamp16(h));
-  r.c1 = r.shift ? load_chunk(at + kWindow, clamp16(l - kWindow), clamp16(h - kWindow)) : make_uint4(0, 0, 0, 0);
-  return r;
-}
-
-__device__ __forceinline__ uint4 aligned(const Raw &r) { return r.shift ? realign(r.c0, r.c1, r.shift) : r.c0; }
-
 // Writes bytes [x0, x1) of the window `v` to typed address t0 + x0: the window lies
 // across two aligned typed chunks at byte `s` of the first.
 __device__ __forceinline__ void store_window(uint4 v, uint64_t t0, int x0, int x1) {

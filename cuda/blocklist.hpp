@@ -92,6 +92,8 @@ struct LongBlockArgs {
 // slot byte p + x holding span byte x). Packing reads with accesses of up to 16 bytes;
 // unpacking scattered instances (groups) writes bytes, so that a warp's stores to one
 // instance are one request, as a whole pattern's 16-byte stores are with their neighbours'.
+// Instances that are one block of a multiple of 16 bytes (`one_block`), with the packed
+// side aligned, skip the staging: one lane per 16-byte word (small_pattern.cu, Words).
 constexpr uint32_t kNoAccess = 7;           // an access entry's code that pads a list
 constexpr int64_t kMaxSmallPattern = 2048;  // packed bytes of an instance
 constexpr int64_t kMaxSmallSpan = 2048;     // typed span of an instance
@@ -108,6 +110,7 @@ struct SmallPatternTable {
   int64_t span_lo = 0;  // typed offset of the span's first byte in an instance
   int span = 0, size = 0;
   int group_step = 16;  // the groups' offsets are multiples of this, mod 16
+  bool one_block = false;  // an instance is one block: its packed bytes are its span
 };
 struct AccessLists {
   std::vector<uint32_t> list;  // 16 * stride entries
@@ -120,6 +123,7 @@ struct SmallPatternImage {
   std::vector<int64_t> groups;  // empty for one group
   int64_t span_lo = 0;
   int span = 0, group_step = 16;
+  bool one_block = false;
   size_t bytes() const;
   void lay_out(void *host, void *device, SmallPatternTable &t) const;
 };

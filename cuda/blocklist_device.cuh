@@ -1,5 +1,6 @@
-// Device pieces that both block-list kernels use (blocklist.cu, long_blocks.cu): division
-// by run-time divisors, and 16-byte chunk accesses that never leave a block.
+// Device pieces that the block-list kernels share (blocklist.cu, long_blocks.cu,
+// small_pattern.cu): division by run-time divisors, and 16-byte chunk accesses that never
+// leave a block.
 // Included by .cu files only; everything here has internal linkage.
 #pragma once
 
@@ -69,6 +70,60 @@ __device__ __forceinline__ void store_chunk(uint64_t at, uint4 v, int lo, int hi
   }
 }
 
+// Bytes [lo, 16) or [0, hi) of an aligned 16-byte chunk with at most four aligned
+// accesses (widths 1, 2, 4, 8 as the bound's bits say), where load_chunk's word-by-word
+// walk takes up to 16: the chunks at a block's two ends, in kernels whose lanes each own
+// one such end. The other bytes of the result are 0.
+__device__ __forceinline__ void put_bytes(uint64_t &h0, uint64_t &h1, uint64_t v, int pos) {
+  const uint64_t shifted = v << (8 * (pos & 7));
+  if (pos < 8)
+    h0 |= shifted;
+  else
+    h1 |= shifted;
+}
+__device__ __forceinline__ uint64_t get_bytes(uint64_t h0, uint64_t h1, int pos) { return (pos < 8 ? h0 : h1) >> (8 * (pos & 7)); }
+__device__ __forceinline__ uint4 to_chunk(uint64_t h0, uint64_t h1) {
+  return make_uint4(uint32_t(h0), uint32_t(h0 >> 32), uint32_t(h1), uint32_t(h1 >> 32));
+}
+
+__device__ __forceinline__ uint4 load_suffix(uint64_t at, int lo) {
+  uint64_t h0 = 0, h1 = 0;
+  int p = lo;
+  if (p & 1) put_bytes(h0, h1, *reinterpret_cast<const uint8_t *>(at + p), p), p += 1;
+  if (p & 2) put_bytes(h0, h1, *reinterpret_cast<const uint16_t *>(at + p), p), p += 2;
+  if (p & 4) put_bytes(h0, h1, *reinterpret_cast<const uint32_t *>(at + p), p), p += 4;
+  if (p & 8) put_bytes(h0, h1, *reinterpret_cast<const uint64_t *>(at + p), p);
+  return to_chunk(h0, h1);
+}
+
+__device__ __forceinline__ uint4 load_prefix(uint64_t at, int hi) {
+  uint64_t h0 = 0, h1 = 0;
+  int p = 0;
+  if (hi & 8) put_bytes(h0, h1, *reinterpret_cast<const uint64_t *>(at + p), p), p += 8;
+  if (hi & 4) put_bytes(h0, h1, *reinterpret_cast<const uint32_t *>(at + p), p), p += 4;
+  if (hi & 2) put_bytes(h0, h1, *reinterpret_cast<const uint16_t *>(at + p), p), p += 2;
+  if (hi & 1) put_bytes(h0, h1, *reinterpret_cast<const uint8_t *>(at + p), p);
+  return to_chunk(h0, h1);
+}
+
+__device__ __forceinline__ void store_suffix(uint64_t at, uint4 v, int lo) {
+  const uint64_t h0 = uint64_t(v.x) | uint64_t(v.y) << 32, h1 = uint64_t(v.z) | uint64_t(v.w) << 32;
+  int p = lo;
+  if (p & 1) *reinterpret_cast<uint8_t *>(at + p) = uint8_t(get_bytes(h0, h1, p)), p += 1;
+  if (p & 2) *reinterpret_cast<uint16_t *>(at + p) = uint16_t(get_bytes(h0, h1, p)), p += 2;
+  if (p & 4) *reinterpret_cast<uint32_t *>(at + p) = uint32_t(get_bytes(h0, h1, p)), p += 4;
+  if (p & 8) *reinterpret_cast<uint64_t *>(at + p) = get_bytes(h0, h1, p);
+}
+
+__device__ __forceinline__ void store_prefix(uint64_t at, uint4 v, int hi) {
+  const uint64_t h0 = uint64_t(v.x) | uint64_t(v.y) << 32, h1 = uint64_t(v.z) | uint64_t(v.w) << 32;
+  int p = 0;
+  if (hi & 8) *reinterpret_cast<uint64_t *>(at + p) = get_bytes(h0, h1, p), p += 8;
+  if (hi & 4) *reinterpret_cast<uint32_t *>(at + p) = uint32_t(get_bytes(h0, h1, p)), p += 4;
+  if (hi & 2) *reinterpret_cast<uint16_t *>(at + p) = uint16_t(get_bytes(h0, h1, p)), p += 2;
+  if (hi & 1) *reinterpret_cast<uint8_t *>(at + p) = uint8_t(get_bytes(h0, h1, p));
+}
+
 // The 16 bytes that start at byte `s` (0-15) of the 32 bytes c0:c1.
 __device__ __forceinline__ uint4 realign(uint4 c0, uint4 c1, unsigned s) {
   const uint32_t w[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
@@ -79,6 +134,27 @@ __device__ __forceinline__ uint4 realign(uint4 c0, uint4 c1, unsigned s) {
   return make_uint4(__funnelshift_r(x[0], x[1], r), __funnelshift_r(x[1], x[2], r), __funnelshift_r(x[2], x[3], r),
                     __funnelshift_r(x[3], x[4], r));
 }
+
+// The aligned typed chunks under a window, before realignment: the window's byte 0 is
+// byte `shift` of c0:c1.
+struct Raw {
+  uint4 c0, c1;
+  unsigned shift;
+};
+
+// Loads the chunks under the 16 bytes from typed address `t0`, reading only bytes in
+// [lo, hi) (a block, so that no access leaves it).
+__device__ __forceinline__ Raw load_window(uint64_t t0, uint64_t lo, uint64_t hi) {
+  const uint64_t at = t0 & ~uint64_t(kWindow - 1);
+  const int64_t l = int64_t(lo - at), h = int64_t(hi - at);
+  Raw r;
+  r.shift = unsigned(t0 - at);
+  r.c0 = load_chunk(at, clamp16(l), clamp16(h));
+  r.c1 = r.shift ? load_chunk(at + kWindow, clamp16(l - kWindow), clamp16(h - kWindow)) : make_uint4(0, 0, 0, 0);
+  return r;
+}
+
+__device__ __forceinline__ uint4 aligned(const Raw &r) { return r.shift ? realign(r.c0, r.c1, r.shift) : r.c0; }
 
 }  // namespace
 }  // namespace tempi

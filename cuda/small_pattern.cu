@@ -122,6 +122,24 @@ struct Word {
   }
 };
 
+// The typed offset of instance `inst`'s span: its group's offset, then the repetition's
+// place over the dimensions.
+template <bool Wide>
+__device__ __forceinline__ int64_t span_offset(const SmallPatternArgs &a, int64_t inst) {
+  int64_t base = a.start + a.table.span_lo;
+  if (a.table.ngroups > 1) {
+    const int64_t q = quot<Wide>(inst, a.table.ngroups);
+    base += __ldg(a.table.groups + (inst - q * a.table.ngroups));
+    inst = q;
+  }
+  for (int d = 0; d < a.ndims; ++d) {
+    const int64_t q = quot<Wide>(inst, a.counts[d]);
+    base += (inst - q * a.counts[d]) * a.strides[d];
+    inst = q;
+  }
+  return base;
+}
+
 template <bool Wide, bool Pack>
 __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Tile t) {
   extern __shared__ uint4 shared4[];
@@ -138,18 +156,7 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
     const int n = int(min(int64_t(t.instances), a.inst_first + a.inst_count - i0));
     __syncthreads();  // the previous tile is done with shared memory (and the map is in)
     for (int i = threadIdx.x; i < n; i += kThreads) {
-      int64_t inst = i0 + i, base = a.start;
-      if (a.table.ngroups > 1) {
-        const int64_t q = quot<Wide>(inst, a.table.ngroups);
-        base += __ldg(a.table.groups + (inst - q * a.table.ngroups));
-        inst = q;
-      }
-      for (int d = 0; d < a.ndims; ++d) {
-        const int64_t q = quot<Wide>(inst, a.counts[d]);
-        base += (inst - q * a.counts[d]) * a.strides[d];
-        inst = q;
-      }
-      const uint64_t at = t.typed + uint64_t(base + a.table.span_lo);
+      const uint64_t at = t.typed + uint64_t(span_offset<Wide>(a, i0 + i));
       chunk0[i] = at & ~uint64_t(kWindow - 1);
       off[i] = i * t.slot + int(at & (kWindow - 1));
     }
@@ -255,6 +262,91 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
 template <bool Wide, bool Pack>
 void launch(const SmallPatternArgs &a, const Tile &t, size_t shared_bytes, unsigned grid, cudaStream_t stream) {
   small_pattern<Wide, Pack><<<grid, kThreads, shared_bytes, stream>>>(a, t);
+}
+
+// Instances that are one block of a multiple of 16 bytes (gathered blocks of 16, 32, 64
+// ... bytes, structs without gaps), packed side 16-byte aligned: nothing to stage. On an
+// H100 (2026-11-24, .probe of the 64-byte blocks at random offsets of bench_pack) the
+// tiled kernel packed them in ~39 us of kernel time where one lane per packed word took
+// 26, and its unpack's byte stores cost what these chunk stores cost once the chunks at a
+// block's two ends are in L2 before the partial stores reach it (53 us against 80 without
+// the prefetch; 52 us is the partial-sector bound: blocks at odd multiples of 16 bytes
+// unpacked in 52, blocks on 32-byte sectors in 27).
+struct Words {
+  uint64_t typed, packed;  // typed address of typed offset 0; packed address of instance inst_first
+  int64_t lanes;           // inst_count * per_inst
+  int words;               // 16-byte words of an instance
+  int per_inst;            // lanes of an instance: one per packed word (pack), one per typed chunk (unpack)
+};
+
+// Pack: one lane per packed word, from the two aligned typed chunks under it (only the
+// block's bytes read: the chunks at its ends with at most four narrower loads each),
+// realigned; the stores are whole words, coalesced. Reading the end chunks byte by byte
+// (load_chunk) took 30 us of kernel time where whole chunks, reading past the block,
+// took 20 (H100, 2026-11-24, Nsight Compute).
+template <bool Wide>
+__global__ void __launch_bounds__(kThreads) gather_words(SmallPatternArgs a, Words e) {
+  uint4 *out = reinterpret_cast<uint4 *>(e.packed);
+  const int64_t step = int64_t(gridDim.x) * kThreads;
+  for (int64_t w = int64_t(blockIdx.x) * kThreads + threadIdx.x; w < e.lanes; w += step) {
+    const int64_t j = quot<Wide>(w, e.per_inst);
+    const int k = int(w - j * e.per_inst);
+    const uint64_t block = e.typed + uint64_t(span_offset<Wide>(a, a.inst_first + j));
+    const uint64_t at = (block & ~uint64_t(kWindow - 1)) + uint64_t(kWindow) * k;
+    const unsigned shift = unsigned(block & (kWindow - 1));
+    // Word k is bytes [shift, shift + 16) of chunks at, at + 16: the first of a block's
+    // chunks starts before it, its last (k = words - 1, at + 16) ends after it.
+    const uint4 c0 = k == 0 && shift ? load_suffix(at, int(shift)) : *reinterpret_cast<const uint4 *>(at);
+    if (shift == 0) {
+      out[w] = c0;
+      continue;
+    }
+    const uint4 c1 = k == e.words - 1 ? load_prefix(at + kWindow, int(shift)) : *reinterpret_cast<const uint4 *>(at + kWindow);
+    out[w] = realign(c0, c1, shift);
+  }
+}
+
+// Unpack: one lane per aligned typed chunk that the block touches (words + 1 of them; the
+// last is empty where the block is aligned), built from the two packed words under it.
+// A chunk the block fills in part is prefetched into L2 first, so that its partial stores
+// merge there instead of each going to DRAM.
+template <bool Wide>
+__global__ void __launch_bounds__(kThreads) scatter_words(SmallPatternArgs a, Words e) {
+  const uint4 *in = reinterpret_cast<const uint4 *>(e.packed);
+  const int64_t step = int64_t(gridDim.x) * kThreads;
+  for (int64_t w = int64_t(blockIdx.x) * kThreads + threadIdx.x; w < e.lanes; w += step) {
+    const int64_t j = quot<Wide>(w, e.per_inst);
+    const int c = int(w - j * e.per_inst);
+    const uint64_t block = e.typed + uint64_t(span_offset<Wide>(a, a.inst_first + j));
+    const unsigned shift = unsigned(block & (kWindow - 1));
+    const uint64_t at = (block & ~uint64_t(kWindow - 1)) + uint64_t(kWindow) * c;
+    const int lo = c == 0 ? int(shift) : 0, hi = clamp16(int64_t(block + kWindow * e.words - at));
+    if (lo >= hi) continue;
+    if (lo > 0 || hi < kWindow) asm volatile("prefetch.global.L2 [%0];" ::"l"(at + lo));
+    const uint4 *words = in + j * e.words, zero = make_uint4(0, 0, 0, 0);
+    uint4 v;
+    if (shift == 0) {
+      v = words[c];
+    } else {  // chunk byte x is instance byte 16 c - shift + x
+      const uint4 before = c > 0 ? words[c - 1] : zero, after = c < e.words ? words[c] : zero;
+      v = realign(before, after, kWindow - shift);
+    }
+    if (lo > 0)
+      store_suffix(at, v, lo);
+    else if (hi < kWindow)
+      store_prefix(at, v, hi);
+    else
+      *reinterpret_cast<uint4 *>(at) = v;
+  }
+}
+
+template <bool Wide>
+void launch_words(const SmallPatternArgs &a, const Words &e, bool pack, cudaStream_t stream) {
+  const unsigned grid = unsigned(std::min<int64_t>((e.lanes + kThreads - 1) / kThreads, int64_t(1) << 20));
+  if (pack)
+    gather_words<Wide><<<grid, kThreads, 0, stream>>>(a, e);
+  else
+    scatter_words<Wide><<<grid, kThreads, 0, stream>>>(a, e);
 }
 
 int round16(int64_t x) { return int((x + kWindow - 1) / kWindow * kWindow); }
@@ -443,6 +535,8 @@ SmallPatternImage small_pattern_image(const Plan &plan) {
         im.map.push_back(uint16_t(at));
         typed[size_t(at)] = true;
       }
+  im.one_block = int64_t(im.map.size()) == im.span;
+  for (size_t b = 0; b < im.map.size() && im.one_block; ++b) im.one_block = im.map[b] == b;
   im.pack = access_lists(typed, kWidestAccess);
   im.unpack = access_lists(typed, im.groups.empty() ? kWidestAccess : 0);
   return im;
@@ -481,12 +575,30 @@ void SmallPatternImage::lay_out(void *host, void *device, SmallPatternTable &t) 
   t.span_lo = span_lo;
   t.span = span;
   t.size = int(map.size());
+  t.one_block = one_block;
 }
 
 Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *packed, bool to_packed,
                             cudaStream_t stream) {
   if (a.inst_count <= 0) return Status::Ok;
   const int size = a.table.size;
+  const int64_t limit = int64_t(1) << 31;
+  bool wide = a.inst_first + a.inst_count >= limit;
+  for (int d = 0; d < a.ndims; ++d) wide = wide || a.counts[d] >= limit;
+  if (a.table.one_block && size % kWindow == 0 && (reinterpret_cast<uintptr_t>(packed) & (kWindow - 1)) == 0) {
+    Words e;
+    e.typed = reinterpret_cast<uintptr_t>(typed);
+    e.packed = reinterpret_cast<uintptr_t>(packed);
+    e.words = size / kWindow;
+    e.per_inst = to_packed ? e.words : e.words + 1;
+    e.lanes = a.inst_count * e.per_inst;
+    if (wide || e.lanes >= limit)
+      launch_words<true>(a, e, to_packed, stream);
+    else
+      launch_words<false>(a, e, to_packed, stream);
+    TEMPI_CUDA(cudaGetLastError());
+    return Status::Ok;
+  }
   Tile t;
   t.typed = reinterpret_cast<uintptr_t>(typed);
   t.packed = reinterpret_cast<uintptr_t>(packed);
@@ -514,9 +626,6 @@ Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *
   t.inv_size = inverse(size);
   t.tiles = (a.inst_count + t.instances - 1) / t.instances;
   const unsigned grid = unsigned(std::min<int64_t>(t.tiles, int64_t(1) << 20));
-  const int64_t limit = int64_t(1) << 31;
-  bool wide = a.inst_first + a.inst_count >= limit;
-  for (int d = 0; d < a.ndims; ++d) wide = wide || a.counts[d] >= limit;
   if (to_packed) {
     if (wide)
       launch<true, true>(a, t, shared_bytes, grid, stream);

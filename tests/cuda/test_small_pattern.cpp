@@ -58,6 +58,10 @@ void check_tables(const Plan &p) {
   }
   REQUIRE(im.span > 0);
   REQUIRE(im.span <= kMaxSmallSpan);
+  // An instance is one block exactly when its packed bytes are its span, in order.
+  bool identity = int64_t(at.size() / groups) == im.span;
+  for (size_t o = 0; o < im.map.size() && identity; ++o) identity = at[o] - at[0] == int64_t(o);
+  REQUIRE(im.one_block == identity);
   std::vector<bool> typed(size_t(im.span), false);
   for (uint16_t x : im.map) typed[x] = true;
   REQUIRE(typed.front());
@@ -135,6 +139,16 @@ TEST_CASE("the plans the tiled kernel takes, at its limits", "[small_pattern]") 
   CHECK(taken(plan(desc::hindexed({5, 3}, {0, 61}, B1), 10)));
   CHECK_FALSE(taken(plan(desc::hindexed({5, 3}, {0, 62}, B1), 10)));
   CHECK_FALSE(small_pattern_plan(plan(desc::hindexed({2, 1}, {0, 5}, B1), 10)));
+  // gathered blocks are instances of one block, structs with a gap are not
+  std::vector<int64_t> spread;
+  for (int64_t i = 0; i < 300; ++i) spread.push_back(i * 100 + (i * 37) % 29);
+  for (int64_t b : {8, 48, 64}) {
+    const Plan gathered = plan(desc::hindexed_block(b, spread, B1), 3);
+    REQUIRE(taken(gathered));
+    check_tables(gathered);
+    CHECK(small_pattern_image(gathered).one_block);
+  }
+  CHECK_FALSE(im.one_block);
   // blocks of 256 bytes or more on average are the long-block kernel's
   CHECK_FALSE(taken(plan(desc::hindexed({600, 1}, {0, 700}, B1), 10)));
 }

@@ -462,6 +462,49 @@ TEST_CASE("gathers of one small shape: groups of the tiled kernel", "[gpu][block
     }
 }
 
+// Whether the tiled kernel's instances of `plan` are one block of a multiple of 16 bytes:
+// with the packed side 16-byte aligned, the one-lane-per-word kernels move them.
+bool takes_words(const Plan &plan) {
+  if (!takes_small_pattern(plan)) return false;
+  const SmallPatternImage im = small_pattern_image(plan);
+  return im.one_block && im.map.size() % 16 == 0;
+}
+
+// The packed shift that puts the first whole instance of [first, last) on 16 bytes.
+int aligned_shift(const Plan &plan, int64_t first) {
+  const int64_t size = int64_t(small_pattern_image(plan).map.size());
+  const int64_t whole = (first + size - 1) / size * size;
+  return int(((first - whole) % 16 + 16) % 16);
+}
+
+TEST_CASE("gathers of blocks of 16 k bytes: one lane per word, every typed alignment", "[gpu][blocklist][small]") {
+  std::mt19937_64 rng(4200);
+  for (int64_t len : {16, 48, 64, 208})
+    for (int layout = 0; layout < 3; ++layout) {
+      // 0: random byte offsets; 1: shuffled; 2: blocks 0-15 bytes apart, so that neighbours
+      // share the aligned 16-byte chunks at their ends
+      std::vector<int64_t> disp;
+      for (int64_t i = 0, at = int64_t(rng() % 16); i < 1500; ++i) {
+        disp.push_back(layout == 2 ? at : i * (len + 150) + int64_t(rng() % 131));
+        at += len + int64_t(rng() % 16);
+      }
+      if (layout == 1) std::shuffle(disp.begin(), disp.end(), rng);
+      for (int64_t count : {1, 3}) {
+        const Plan plan = planned(desc::hindexed_block(len, disp, B1), count);
+        INFO("block " << len << " layout " << layout << " count " << count);
+        REQUIRE(takes_words(plan));
+        const int64_t size = plan.packed_size();
+        for (int ts : {0, 1, 7, 8, 15}) check_range(plan, ts, 0, 0, size, rng());
+        check_range(plan, 3, 16, 0, size, rng());
+        for (int i = 0; i < 6; ++i) {  // ranges that cut blocks, the whole ones aligned
+          const int64_t a = int64_t(rng() % uint64_t(size)), b = a + 1 + int64_t(rng() % uint64_t(size - a));
+          check_range(plan, int(rng() % 16), aligned_shift(plan, a), a, b, rng());
+        }
+        check_range(plan, 5, 3, 0, size, rng());  // packed side unaligned: the tiled kernel
+      }
+    }
+}
+
 TEST_CASE("gathers of one small shape: instance numbers past 2^31 take the 64-bit path", "[gpu][blocklist][small]") {
   // 300 blocks of 8 bytes at random offsets in an extent of 30,000 (2,400 packed bytes: groups
   // of one block), 7.16 million times: instances (repetition x 300 + group) pass 2^31; the
@@ -479,6 +522,14 @@ TEST_CASE("gathers of one small shape: instance numbers past 2^31 take the 64-bi
   plan.id = 0;
   check_range(plan, 3, 5, skip * size, (skip + 30) * size, rng(), true);
   check_range(plan, 0, 7, skip * size + 13, (skip + 25) * size - 5, rng(), true);
+  // the same with blocks of 16 bytes, packed side aligned: the word kernels' 64-bit path
+  Plan words = planned(desc::resized(0, 30000, desc::hindexed_block(16, disp, B1)), reps);
+  REQUIRE(takes_words(words));
+  words.start -= skip * words.extent;
+  words.id = 0;
+  const int64_t wsize = words.pattern_size;
+  check_range(words, 3, 0, skip * wsize, (skip + 30) * wsize, rng(), true);
+  check_range(words, 9, aligned_shift(words, skip * wsize + 21), skip * wsize + 21, (skip + 25) * wsize - 7, rng(), true);
 }
 
 TEST_CASE("indexed types of vectors", "[gpu][blocklist]") {

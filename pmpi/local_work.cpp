@@ -49,32 +49,14 @@ namespace {
 
 thread_local std::vector<QueuedMove> t_queued;
 
-// The bytes [lo, hi) relative to `typed` that a plan may touch (bounds, not exact).
-void typed_bounds(const Plan &p, int64_t &lo, int64_t &hi) {
-  lo = INT64_MAX;
-  hi = INT64_MIN;
-  for (const Run &r : p.pattern) {
-    const int64_t last = r.offset + (r.count - 1) * r.stride;
-    lo = std::min(lo, std::min(r.offset, last));
-    hi = std::max(hi, std::max(r.offset, last) + r.length);
-  }
-  lo += p.start;
-  hi += p.start;
-  for (const Dim &d : p.dims) {
-    const int64_t reach = (d.count - 1) * d.stride;
-    lo += std::min<int64_t>(0, reach);
-    hi += std::max<int64_t>(0, reach);
-  }
-}
-
 struct Range {
   const char *lo, *hi;
   bool overlaps(const Range &o) const { return lo < o.hi && o.lo < hi; }
 };
 
+// The bytes a queued move's typed object may touch (bounds, not exact).
 Range typed_range(const QueuedMove &m) {
-  int64_t lo, hi;
-  typed_bounds(m.plan, lo, hi);
+  const auto [lo, hi] = m.plan.typed_bounds();
   return {static_cast<const char *>(m.typed) + lo, static_cast<const char *>(m.typed) + hi};
 }
 Range packed_range(const QueuedMove &m) {

@@ -16,17 +16,11 @@
 #include <chrono>
 #include <functional>
 
+#include "../../cuda/blocklist_device.cuh"  // realign: the funnel shifts TEMPI's kernels use
+using tempi::realign;
+
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1);} } while (0)
 
-__device__ __forceinline__ uint4 realign(uint4 c0, uint4 c1, unsigned s) {
-  const uint32_t w[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-  const unsigned q = s >> 2, r = 8 * (s & 3);
-  uint32_t x[5];
-#pragma unroll
-  for (int k = 0; k < 5; ++k) x[k] = q == 0 ? w[k] : q == 1 ? w[k + 1] : q == 2 ? w[k + 2] : w[k + 3];
-  return make_uint4(__funnelshift_r(x[0], x[1], r), __funnelshift_r(x[1], x[2], r), __funnelshift_r(x[2], x[3], r),
-                    __funnelshift_r(x[3], x[4], r));
-}
 __device__ __forceinline__ uint4 shfl(uint4 v, int d) {
   return make_uint4(__shfl_down_sync(~0u, v.x, d), __shfl_down_sync(~0u, v.y, d), __shfl_down_sync(~0u, v.z, d),
                     __shfl_down_sync(~0u, v.w, d));
@@ -110,35 +104,17 @@ __device__ __forceinline__ void store_part(char *p, uint4 v, int lo, int hi) {
 }
 
 // P4: lane k reads packed word k (coalesced), writes aligned typed chunk k of the block
-// (lane 3 also chunk 4): chunk k holds block bytes 16k - sh .. 16k - sh + 15.
+// (lane 3 also chunk 4): chunk k holds block bytes 16k - sh .. 16k - sh + 15. With
+// Prefetch, the two end chunks go into L2 before the partial stores reach it.
+template <bool Prefetch>
 __global__ void unpack4(char *typed, const uint4 *packed, const long long *displs, int n) {
   const long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const bool live = w < 4LL * n;
   const int k = int(w & 3);
   const long long s0 = live ? displs[w >> 2] : 0;
   const unsigned sh = unsigned(s0 & 15);
-  const uint4 z = make_uint4(0, 0, 0, 0);
-  const uint4 mine = live ? packed[w] : z;
-  uint4 prev = shflu(mine, 1);
-  if (k == 0) prev = z;
-  if (!live) return;
-  char *a = const_cast<char *>(typed) + (s0 & ~15LL) + 16 * k;
-  if (sh == 0) { *reinterpret_cast<uint4 *>(a) = mine; return; }
-  // chunk k = bytes (16 - sh) .. of prev:mine, i.e. realign(prev, mine, 16 - sh)
-  const uint4 v = realign(prev, mine, 16 - sh);
-  store_part(a, v, k == 0 ? int(sh) : 0, 16);
-  if (k == 3) store_part(a + 16, realign(mine, z, 16 - sh), 0, int(sh));
-}
-
-// P4 with the end chunks prefetched into L2 before the partial stores.
-__global__ void unpack4p(char *typed, const uint4 *packed, const long long *displs, int n) {
-  const long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const bool live = w < 4LL * n;
-  const int k = int(w & 3);
-  const long long s0 = live ? displs[w >> 2] : 0;
-  const unsigned sh = unsigned(s0 & 15);
   char *a = typed + (s0 & ~15LL) + 16 * k;
-  if (live && sh) {  // the edge sectors into L2 before the partial stores reach it
+  if (Prefetch && live && sh) {
     if (k == 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
     if (k == 3) asm volatile("prefetch.global.L2 [%0];" ::"l"(a + 16));
   }
@@ -245,9 +221,9 @@ int main(int argc, char **argv) {
   CK(cudaMemset(packed, 0, bytes));
   timed("pack thread/block, 5 loads", [&] { pack_thread<<<gb, T, 0, s>>>(typed, reinterpret_cast<uint4 *>(packed), dd, n); }, true, false);
   CK(cudaMemset(back, 0xA5, span));
-  timed("unpack4 lane/chunk + shfl", [&] { unpack4<<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); }, false, true);
+  timed("unpack4 lane/chunk + shfl", [&] { unpack4<false><<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); }, false, true);
   CK(cudaMemset(back, 0xA5, span));
-  timed("unpack4p prefetch.L2 edges", [&] { unpack4p<<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); }, false, true);
+  timed("unpack4p prefetch.L2 edges", [&] { unpack4<true><<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); }, false, true);
   CK(cudaMemset(back, 0xA5, span));
   timed("unpack2 lane/word, 2 part stores", [&] { unpack2<<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); }, false, true);
   // Same again with L2 flushed before each op (a 200 MB write), kernel time only.
@@ -272,17 +248,17 @@ int main(int argc, char **argv) {
   cold("read-only chunks", [&] { readonly<<<gw, T, 0, s>>>(typed, reinterpret_cast<uint4 *>(ref), dd, n); });
   cold("pack3", [&] { pack3<<<gw, T, 0, s>>>(typed, reinterpret_cast<uint4 *>(packed), dd, n); });
   cold("pack_thread", [&] { pack_thread<<<gb, T, 0, s>>>(typed, reinterpret_cast<uint4 *>(packed), dd, n); });
-  cold("unpack4", [&] { unpack4<<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); });
+  cold("unpack4", [&] { unpack4<false><<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); });
   {
     std::vector<long long> al(displs);
     for (auto &x : al) x &= ~31LL;
     CK(cudaMemcpy(dd, al.data(), n * 8, cudaMemcpyHostToDevice));
     timed("32B-aligned blocks: pack3", [&] { pack3<<<gw, T, 0, s>>>(typed, reinterpret_cast<uint4 *>(packed), dd, n); }, false, false);
-    timed("32B-aligned blocks: unpack4", [&] { unpack4<<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); }, false, false);
+    timed("32B-aligned blocks: unpack4", [&] { unpack4<false><<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); }, false, false);
     for (auto &x : al) x |= 16;
     CK(cudaMemcpy(dd, al.data(), n * 8, cudaMemcpyHostToDevice));
-    timed("16B-aligned (odd 16) unpack4", [&] { unpack4<<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); }, false, false);
-    timed("16B-aligned (odd 16) unpack4p", [&] { unpack4p<<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); }, false, false);
+    timed("16B-aligned (odd 16) unpack4", [&] { unpack4<false><<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); }, false, false);
+    timed("16B-aligned (odd 16) unpack4p", [&] { unpack4<true><<<gw, T, 0, s>>>(back, reinterpret_cast<uint4 *>(packed), dd, n); }, false, false);
   }
   return 0;
 }

@@ -266,12 +266,11 @@ void launch(const SmallPatternArgs &a, const Tile &t, size_t shared_bytes, unsig
 
 // Instances that are one block of a multiple of 16 bytes (gathered blocks of 16, 32, 64
 // ... bytes, structs without gaps), packed side 16-byte aligned: nothing to stage. On an
-// H100 (2026-11-24, .probe of the 64-byte blocks at random offsets of bench_pack) the
-// tiled kernel packed them in ~39 us of kernel time where one lane per packed word took
-// 26, and its unpack's byte stores cost what these chunk stores cost once the chunks at a
-// block's two ends are in L2 before the partial stores reach it (53 us against 80 without
-// the prefetch; 52 us is the partial-sector bound: blocks at odd multiples of 16 bytes
-// unpacked in 52, blocks on 32-byte sectors in 27).
+// H100 (2026-11-24, Nsight Compute, bench_pack's 64-byte blocks at random offsets) the
+// tiled kernel packed them in 41.5 us of kernel time and unpacked them in 54.9, these
+// kernels in 25.6 and 41.7. What is left is bounded by the blocks' ends: reading past them
+// would pack in 19.6 us; partial 32-byte sectors make the L2 read them first (a scatter of
+// the same blocks moved onto sector boundaries takes 27.5 us; tools/gpu/gather_bounds.cu).
 struct Words {
   uint64_t typed, packed;  // typed address of typed offset 0; packed address of instance inst_first
   int64_t lanes;           // inst_count * per_inst

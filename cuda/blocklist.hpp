@@ -144,6 +144,10 @@ struct SmallPatternArgs {
   int64_t counts[kMaxKernelDims] = {};
   int64_t strides[kMaxKernelDims] = {};
   int64_t inst_first = 0, inst_count = 0;
+  // Packing one-block instances (SmallPatternTable::one_block): typed addresses inside which
+  // an aligned 16-byte chunk may be read whole, past a block's ends (the typed buffer's
+  // allocation); an empty range reads only the blocks' bytes.
+  uint64_t readable_lo = 0, readable_hi = 0;
 };
 
 // `typed` and `packed` may have any alignment; `packed` holds stream byte `first`

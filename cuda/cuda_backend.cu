@@ -52,6 +52,40 @@ WriteValueFn write_value_fn() {
   return fn;
 }
 
+// cuPointerGetAttributes, reached through cudart like cuStreamWriteValue32; null where the
+// driver has none.
+using PointerAttributesFn = CUresult (*)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
+PointerAttributesFn pointer_attributes_fn() {
+  static const PointerAttributesFn fn = [] {
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      f = nullptr;
+    }
+    return reinterpret_cast<PointerAttributesFn>(f);
+  }();
+  return fn;
+}
+
+// The bytes [lo, hi) of the allocation that holds `ptr`, as the driver maps it; an empty
+// range where the driver does not know the address. A pack kernel may read whole aligned
+// chunks inside it beyond a block's ends (SmallPatternArgs::readable_lo).
+void allocation_range(const void *ptr, uint64_t &lo, uint64_t &hi) {
+  lo = hi = 0;
+  const PointerAttributesFn get = pointer_attributes_fn();
+  if (!ptr || !get) return;
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void *values[] = {&start, &size};
+  if (get(2, which, values, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS || !start) return;
+  lo = uint64_t(start);
+  hi = lo + uint64_t(size);
+}
+
 // A word of pinned, mapped host memory per thread and device: after the work it waits
 // for, the stream writes the next sequence number there (cuStreamWriteValue32 fences the
 // stream's earlier writes first), and the thread polls it. On an H100 (bench_call,
@@ -484,18 +518,7 @@ class CudaBackend final : public Backend {
 
   Status ipc_export(const void *ptr, IpcHandle &out) override {
     // The allocation's identity and extent in one driver query (cudart has none for them).
-    static const auto get_attributes = [] {
-      using Fn = CUresult (*)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
-      void *fn = nullptr;
-      cudaDriverEntryPointQueryResult found{};
-      if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 12000, cudaEnableDefault, &found) !=
-              cudaSuccess ||
-          found != cudaDriverEntryPointSuccess) {
-        cudaGetLastError();
-        fn = nullptr;
-      }
-      return reinterpret_cast<Fn>(fn);
-    }();
+    const PointerAttributesFn get_attributes = pointer_attributes_fn();
     if (!ptr || !get_attributes) return Status::Unsupported;
     unsigned long long id = 0;
     CUdeviceptr start = 0;
@@ -649,6 +672,7 @@ class CudaBackend final : public Backend {
     set_dims(plan, s);
     s.inst_first = whole_first;
     s.inst_count = whole_end - whole_first;
+    if (to_packed && s.table.one_block) allocation_range(typed, s.readable_lo, s.readable_hi);
     TEMPI_TRY(launch_small_pattern(s, typed, static_cast<char *>(packed) + (whole_first * size - first), to_packed,
                                    stream));
     if (first < whole_first * size) TEMPI_TRY(part(first, whole_first * size));

@@ -268,21 +268,24 @@ void launch(const SmallPatternArgs &a, const Tile &t, size_t shared_bytes, unsig
 // ... bytes, structs without gaps), packed side 16-byte aligned: nothing to stage. On an
 // H100 (2026-11-24, Nsight Compute, bench_pack's 64-byte blocks at random offsets) the
 // tiled kernel packed them in 41.5 us of kernel time and unpacked them in 54.9, these
-// kernels in 25.6 and 41.7. What is left is bounded by the blocks' ends: reading past them
-// would pack in 19.6 us; partial 32-byte sectors make the L2 read them first (a scatter of
-// the same blocks moved onto sector boundaries takes 27.5 us; tools/gpu/gather_bounds.cu).
+// kernels in 19.6 (below) and 41.7. Unpacking is bounded by the blocks' ends: partial
+// 32-byte sectors make the L2 read them first (a scatter of the same blocks moved onto
+// sector boundaries takes 27.5 us; tools/gpu/gather_bounds.cu).
 struct Words {
   uint64_t typed, packed;  // typed address of typed offset 0; packed address of instance inst_first
+  uint64_t readable_lo, readable_hi;  // pack: chunks inside are read whole (SmallPatternArgs)
   int64_t lanes;           // inst_count * per_inst
   int words;               // 16-byte words of an instance
   int per_inst;            // lanes of an instance: one per packed word (pack), one per typed chunk (unpack)
 };
 
-// Pack: one lane per packed word, from the two aligned typed chunks under it (only the
-// block's bytes read: the chunks at its ends with at most four narrower loads each),
-// realigned; the stores are whole words, coalesced. Reading the end chunks byte by byte
-// (load_chunk) took 30 us of kernel time where whole chunks, reading past the block,
-// took 20 (H100, 2026-11-24, Nsight Compute).
+// Pack: one lane per packed word, from the two aligned typed chunks under it, realigned;
+// the stores are whole words, coalesced. The chunks at a block's two ends hold bytes that
+// are not the block's: read whole where they lie inside the typed buffer's allocation
+// (e.readable_lo/hi; such bytes are only read, and dropped), else only the block's bytes
+// with at most four narrower loads. On an H100 (2026-11-24, Nsight Compute, 64-byte blocks
+// at random offsets) whole end chunks took 19.6 us of kernel time, the narrow loads 25.6,
+// and the end chunks read byte by byte (load_chunk) 30.2.
 template <bool Wide>
 __global__ void __launch_bounds__(kThreads) gather_words(SmallPatternArgs a, Words e) {
   uint4 *out = reinterpret_cast<uint4 *>(e.packed);
@@ -295,12 +298,14 @@ __global__ void __launch_bounds__(kThreads) gather_words(SmallPatternArgs a, Wor
     const unsigned shift = unsigned(block & (kWindow - 1));
     // Word k is bytes [shift, shift + 16) of chunks at, at + 16: the first of a block's
     // chunks starts before it, its last (k = words - 1, at + 16) ends after it.
-    const uint4 c0 = k == 0 && shift ? load_suffix(at, int(shift)) : *reinterpret_cast<const uint4 *>(at);
+    const bool narrow0 = k == 0 && shift && (at < e.readable_lo || at + kWindow > e.readable_hi);
+    const uint4 c0 = narrow0 ? load_suffix(at, int(shift)) : *reinterpret_cast<const uint4 *>(at);
     if (shift == 0) {
       out[w] = c0;
       continue;
     }
-    const uint4 c1 = k == e.words - 1 ? load_prefix(at + kWindow, int(shift)) : *reinterpret_cast<const uint4 *>(at + kWindow);
+    const bool narrow1 = k == e.words - 1 && (at + kWindow < e.readable_lo || at + 2 * kWindow > e.readable_hi);
+    const uint4 c1 = narrow1 ? load_prefix(at + kWindow, int(shift)) : *reinterpret_cast<const uint4 *>(at + kWindow);
     out[w] = realign(c0, c1, shift);
   }
 }
@@ -588,6 +593,8 @@ Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *
     Words e;
     e.typed = reinterpret_cast<uintptr_t>(typed);
     e.packed = reinterpret_cast<uintptr_t>(packed);
+    e.readable_lo = a.readable_lo;  // empty (0, 0): every end chunk is read narrow
+    e.readable_hi = a.readable_hi;
     e.words = size / kWindow;
     e.per_inst = to_packed ? e.words : e.words + 1;
     e.lanes = a.inst_count * e.per_inst;

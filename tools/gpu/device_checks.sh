@@ -49,6 +49,10 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $b/tests/gpu/test_gpu_pack "~[large]" \
     > "$out/sanitizer-$mpi.log" 2>&1
   echo "compute-sanitizer memcheck exit: $?"; tail -4 "$out/sanitizer-$mpi.log"
+  # the word kernels read whole chunks past blocks, inside the typed allocation only
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $b/tests/gpu/test_gpu_blocklist "[words]" \
+    > "$out/sanitizer-words-$mpi.log" 2>&1
+  echo "compute-sanitizer memcheck (word kernels) exit: $?"; tail -4 "$out/sanitizer-words-$mpi.log"
   TEMPI_METHOD=staged TEMPI_PIPELINE_THRESHOLD=1000 TEMPI_PIPELINE_CHUNK=333 timeout 300 $launcher $margs -n 2 compute-sanitizer --tool memcheck \
     --error-exitcode 9 $b/tests/gpu/test_gpu_p2p "~[large]" > "$out/sanitizer-p2p-$mpi.log" 2>&1
   echo "compute-sanitizer memcheck (p2p, 2 ranks, pipelined) exit: $?"; grep -E "ERROR SUMMARY|test cases|All tests" "$out/sanitizer-p2p-$mpi.log"

@@ -144,9 +144,9 @@ struct SmallPatternArgs {
   int64_t counts[kMaxKernelDims] = {};
   int64_t strides[kMaxKernelDims] = {};
   int64_t inst_first = 0, inst_count = 0;
-  // Packing one-block instances (SmallPatternTable::one_block): typed addresses inside which
-  // an aligned 16-byte chunk may be read whole, past a block's ends (the typed buffer's
-  // allocation); an empty range reads only the blocks' bytes.
+  // Packing: typed addresses inside which an aligned 16-byte chunk may be read whole, past
+  // the type's bytes (the typed buffer's allocation); an empty range reads only the type's
+  // bytes.
   uint64_t readable_lo = 0, readable_hi = 0;
 };
 

@@ -672,7 +672,7 @@ class CudaBackend final : public Backend {
     set_dims(plan, s);
     s.inst_first = whole_first;
     s.inst_count = whole_end - whole_first;
-    if (to_packed && s.table.one_block) allocation_range(typed, s.readable_lo, s.readable_hi);
+    if (to_packed) allocation_range(typed, s.readable_lo, s.readable_hi);
     TEMPI_TRY(launch_small_pattern(s, typed, static_cast<char *>(packed) + (whole_first * size - first), to_packed,
                                    stream));
     if (first < whole_first * size) TEMPI_TRY(part(first, whole_first * size));

@@ -8,13 +8,16 @@
 // moved at 5% of DRAM peak, 7x a memcpy of its bytes). Here one thread block takes a tile
 // of whole instances and stages their typed spans (the bytes from an instance's first
 // typed byte to its last) in shared memory, each at its own alignment mod 16:
-//  - pack: the spans are read with the fewest aligned accesses (1 to 16 bytes) that cover
-//    exactly their typed bytes, listed once per plan for each of the 16 alignments a span
-//    may have, so that a thread's work is one access of one instance whatever the
-//    members, and nothing but the type's bytes is read; a warp's lanes take the same
-//    access of consecutive instances, so they diverge only where the instances'
-//    alignments differ. Then the tile's packed bytes are gathered from shared memory
-//    through a per-byte map and written as aligned 4-byte words, coalesced.
+//  - pack: a span whose aligned 16-byte chunks lie inside the typed buffer's allocation
+//    (SmallPatternArgs::readable_lo/hi) is read as those whole chunks, the bytes between
+//    members included (read and dropped, never written). Elsewhere (a span that crosses
+//    the allocation's end, or no range known) the spans are read with the fewest aligned
+//    accesses (1 to 16 bytes) that cover exactly their typed bytes, listed once per plan
+//    for each of the 16 alignments a span may have, so that a thread's work is one access
+//    of one instance whatever the members. A warp's lanes take the same access of
+//    consecutive instances, so they diverge only where the instances' alignments differ.
+//    Then the tile's packed bytes are gathered from shared memory through a per-byte map
+//    and written as aligned 4-byte words, coalesced.
 //  - unpack: the packed words are scattered into the staged spans through the same map,
 //    and the spans written back with accesses that cover exactly their typed bytes, so
 //    the gaps between members, which may belong to other data, are never written. The
@@ -56,6 +59,8 @@ struct Tile {
   int instances, slot;     // instances per tile; shared bytes per instance (a multiple of 16)
   int map_at, chunk_at, off_at;  // offsets in shared memory of the map and the per-instance data
   int accesses;  // accesses per instance: the most that a span's alignment in this launch needs
+  int per;       // work items per instance: accesses, or (packing) the aligned chunks of a span if more
+  uint64_t readable_lo, readable_hi;  // pack: spans whose chunks lie inside are read as whole chunks
   uint64_t inv_size;  // inverse(size)
   int64_t tiles;
 };
@@ -156,8 +161,12 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
     const int n = int(min(int64_t(t.instances), a.inst_first + a.inst_count - i0));
     __syncthreads();  // the previous tile is done with shared memory (and the map is in)
     for (int i = threadIdx.x; i < n; i += kThreads) {
-      const uint64_t at = t.typed + uint64_t(span_offset<Wide>(a, i0 + i));
-      chunk0[i] = at & ~uint64_t(kWindow - 1);
+      const uint64_t at = t.typed + uint64_t(span_offset<Wide>(a, i0 + i)), first = at & ~uint64_t(kWindow - 1);
+      // Bit 0 of chunk0 (a multiple of 16) marks a span whose aligned chunks all lie in the
+      // readable range: packing reads it as whole chunks.
+      const uint64_t end = (at + uint64_t(a.table.span) + kWindow - 1) & ~uint64_t(kWindow - 1);
+      const bool whole = Pack && first >= t.readable_lo && end <= t.readable_hi;
+      chunk0[i] = first | uint64_t(whole);
       off[i] = i * t.slot + int(at & (kWindow - 1));
     }
     __syncthreads();
@@ -167,7 +176,7 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
     const uint64_t out = t.packed + uint64_t((i0 - a.inst_first) * size);
     const int lead = int(out & 3), bytes = n * size;
     const int words = (lead + bytes + 3) / 4;
-    const int items = n * accesses;
+    const int items = n * (Pack ? t.per : accesses);
 
     // Access `k` of the tile, from the list of its span's alignment. Packing, access k / n
     // of instance k % n: the lanes of a warp take the same access of consecutive instances
@@ -178,14 +187,23 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
     // unpacked in 42.5 the second way and 49.5 the first; scattered instances (groups)
     // unpacked the first way took longer still (picked structs 155.8 us a call against
     // 126.7, 64-byte blocks 106.9 against 83.6).
+    // A span read as whole chunks takes chunk `which` (16 bytes, to the same place of its
+    // slot) for its items, while its list's accesses are not used.
     const uint64_t inv = inverse(Pack ? n : accesses);
     auto access = [&](int k, uint32_t &code, int &staged, uint64_t &typed) {
       const int q = div_by(k, inv), r = Pack ? k - q * n : k - q * accesses;
       const int i = Pack ? r : q, which = Pack ? q : r, phase = off[i] - i * t.slot;
-      const uint32_t e = __ldg(lists.list + phase * lists.stride + which);
+      const uint64_t c0 = chunk0[i];
+      if (Pack && (c0 & 1)) {
+        code = kWindow * which < phase + a.table.span ? 4u : kNoAccess;
+        staged = i * t.slot + kWindow * which;
+        typed = c0 - 1 + uint64_t(kWindow) * which;
+        return;
+      }
+      const uint32_t e = which < accesses ? __ldg(lists.list + phase * lists.stride + which) : kNoAccess;
       code = e & 7u;
       staged = i * t.slot + int(e >> 3);
-      typed = chunk0[i] + (e >> 3);
+      typed = c0 + (e >> 3);
     };
 
     if (Pack) {
@@ -627,6 +645,13 @@ Status launch_small_pattern(const SmallPatternArgs &a, const void *typed, void *
   t.accesses = 0;
   const AccessTable &lists = to_packed ? a.table.pack : a.table.unpack;
   for (int p = first % int(step); p < kWindow; p += int(step)) t.accesses = std::max(t.accesses, lists.accesses[p]);
+  t.per = t.accesses;
+  t.readable_lo = t.readable_hi = 0;  // empty: every span through its access list
+  if (to_packed && a.readable_hi > a.readable_lo) {
+    t.per = std::max(t.accesses, (kWindow - 1 + a.table.span + kWindow - 1) / kWindow);
+    t.readable_lo = a.readable_lo;
+    t.readable_hi = a.readable_hi;
+  }
   // Exact for the quotients a tile takes: bytes < 2^21 over size <= 2^11; and access
   // numbers k < n * accesses <= n * size < 2^14 over n <= 2^10 or accesses <= 2^11.
   t.inv_size = inverse(size);

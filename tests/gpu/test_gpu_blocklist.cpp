@@ -348,7 +348,7 @@ TEST_CASE("medium blocks (32-300 bytes) at every alignment, ranges that cut bloc
   }
 }
 
-TEST_CASE("structs of mixed members, many small instances", "[gpu][blocklist]") {
+TEST_CASE("structs of mixed members, many small instances", "[gpu][blocklist][small]") {
   std::mt19937_64 rng(5);
   const TypeDesc &s = kStruct;
   for (const TypeDesc &d : {s, desc::resized(0, 48, s), desc::resized(-8, 40, s)})
@@ -505,48 +505,57 @@ TEST_CASE("gathers of blocks of 16 k bytes: one lane per word, every typed align
     }
 }
 
-// Packing reads whole 16-byte chunks past a block's ends only inside the typed buffer's
-// allocation, as the driver reports it for the address of typed offset 0. Here the
-// allocation is exactly the blocks' span, from each allocator an application uses, so that
-// compute-sanitizer's memcheck sees any read past it: its start at every alignment to the
-// blocks, and its end too. With typed offset 0 in another allocation (a type whose blocks
-// lie at large displacements), the driver's range is not the blocks' and every end chunk is
-// read one block's bytes at a time.
-TEST_CASE("gathers of blocks of 16 k bytes read nothing outside the typed allocation", "[gpu][blocklist][small][words]") {
+// Packing a small pattern reads whole 16-byte chunks past the type's bytes only inside the
+// typed buffer's allocation, as the driver reports it for the address of typed offset 0.
+// Here the allocation is exactly the instances' span, from each allocator an application
+// uses, so that compute-sanitizer's memcheck sees any read past it: its first instance at
+// every alignment, its last one ending at the allocation's last byte. Both kernels: 64-byte
+// blocks (one lane per word) and picked structs of mixed members (the tiled kernel). With
+// typed offset 0 in another allocation (a type at large displacements), the driver's range
+// is not the instances' and every chunk is read the narrow way.
+TEST_CASE("small patterns read nothing outside the typed allocation when packing", "[gpu][blocklist][small][words]") {
   enum class Alloc { Device, Pool, Managed };
   std::mt19937_64 rng(4300);
   DeviceBuf elsewhere(1 << 20);
+  const TypeDesc picked_struct = desc::resized(0, 40, kStruct);
   for (Alloc alloc : {Alloc::Device, Alloc::Pool, Alloc::Managed})
-    for (bool same : {true, false})
-      for (int ts = 0; ts < 16; ++ts) {
-        std::vector<int64_t> at;  // the blocks' offsets in the allocation
-        for (int64_t i = 0, x = ts; i < 300; ++i, x += 64 + int64_t(rng() % 40)) at.push_back(x);
-        const int64_t bytes = at.back() + 64;
-        void *base = nullptr;
-        if (alloc == Alloc::Device) CUDA_OK(cudaMalloc(&base, size_t(bytes)));
-        if (alloc == Alloc::Pool) CUDA_OK(cudaMallocAsync(&base, size_t(bytes), nullptr));
-        if (alloc == Alloc::Managed) CUDA_OK(cudaMallocManaged(&base, size_t(bytes)));
-        char *t0 = same ? static_cast<char *>(base) : elsewhere.at(0);  // typed offset 0
-        const int64_t off = static_cast<char *>(base) - t0;
-        std::vector<int64_t> disp;
-        for (int64_t x : at) disp.push_back(off + x);
-        std::shuffle(disp.begin() + 1, disp.end() - 1, rng);  // the first and last blocks stay at the two ends
-        const Plan plan = planned(desc::hindexed_block(64, disp, B1), 1);
-        REQUIRE(takes_words(plan));
-        INFO("allocator " << int(alloc) << (same ? " typed offset 0 at its start" : " typed offset 0 elsewhere")
-                          << ", allocation of " << bytes << " bytes, first block at +" << ts);
-        const std::vector<unsigned char> typed = random_bytes(bytes, rng());
-        CUDA_OK(cudaMemcpy(base, typed.data(), size_t(bytes), cudaMemcpyHostToDevice));
-        const int64_t n = plan.packed_size();
-        DeviceBuf out(n);
-        REQUIRE(gpu_backend().pack(plan, t0, out.base, 0, n) == Status::Ok);
-        std::vector<unsigned char> expect(static_cast<size_t>(n)), got(static_cast<size_t>(n));
-        for (int64_t i = 0, k = 0; i < int64_t(disp.size()); ++i, k += 64)  // the host packer's order: disp's
-          std::memcpy(expect.data() + k, typed.data() + (disp[size_t(i)] - off), 64);
-        CUDA_OK(cudaMemcpy(got.data(), out.base, size_t(n), cudaMemcpyDeviceToHost));
-        CHECK(got == expect);
-        CUDA_OK(alloc == Alloc::Pool ? cudaFreeAsync(base, nullptr) : cudaFree(base));
-      }
+    for (bool structs : {false, true})
+      for (bool same : {true, false})
+        for (int ts = 0; ts < 16; ++ts) {
+          std::vector<int64_t> at;  // the instances' offsets in the allocation
+          for (int64_t i = 0, x = ts; i < 300; ++i, x += structs ? 40 * int64_t(1 + rng() % 3) : 64 + int64_t(rng() % 40))
+            at.push_back(x);
+          std::shuffle(at.begin() + 1, at.end() - 1, rng);  // the first and last stay at the two ends
+          auto gather = [&](const std::vector<int64_t> &disp) {
+            return structs ? desc::hindexed_block(1, disp, picked_struct) : desc::hindexed_block(64, disp, B1);
+          };
+          const Plan local = planned(gather(at), 1);
+          const int64_t bytes = Span(local).hi;  // ends at the last instance's last typed byte
+          void *base = nullptr;
+          if (alloc == Alloc::Device) CUDA_OK(cudaMalloc(&base, size_t(bytes)));
+          if (alloc == Alloc::Pool) CUDA_OK(cudaMallocAsync(&base, size_t(bytes), nullptr));
+          if (alloc == Alloc::Managed) CUDA_OK(cudaMallocManaged(&base, size_t(bytes)));
+          char *t0 = same ? static_cast<char *>(base) : elsewhere.at(0);  // typed offset 0
+          const int64_t off = static_cast<char *>(base) - t0;
+          std::vector<int64_t> disp;
+          for (int64_t x : at) disp.push_back(off + x);
+          const Plan plan = planned(gather(disp), 1);
+          REQUIRE(takes_small_pattern(plan));
+          CHECK(takes_words(plan) == !structs);
+          INFO((structs ? "picked structs" : "64-byte blocks") << ", allocator " << int(alloc)
+                                                                << (same ? ", typed offset 0 at its start" : ", typed offset 0 elsewhere")
+                                                                << ", allocation of " << bytes << " bytes, first instance at +" << ts);
+          const std::vector<unsigned char> typed = random_bytes(bytes, rng());
+          CUDA_OK(cudaMemcpy(base, typed.data(), size_t(bytes), cudaMemcpyHostToDevice));
+          const int64_t n = plan.packed_size();
+          DeviceBuf out(n);
+          REQUIRE(gpu_backend().pack(plan, t0, out.base, 0, n) == Status::Ok);
+          std::vector<unsigned char> expect(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+          host_pack(local, typed.data(), expect.data(), 0, n);  // the same bytes, offsets from the allocation
+          CUDA_OK(cudaMemcpy(got.data(), out.base, size_t(n), cudaMemcpyDeviceToHost));
+          CHECK(got == expect);
+          CUDA_OK(alloc == Alloc::Pool ? cudaFreeAsync(base, nullptr) : cudaFree(base));
+        }
   CUDA_OK(cudaDeviceSynchronize());
 }
 

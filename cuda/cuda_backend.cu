@@ -34,39 +34,28 @@ constexpr int64_t kMaxPitchedRows = 1024;
 
 std::atomic<uint64_t> g_synchronizations{0};
 
-// cuStreamWriteValue32, reached through cudart (TEMPI does not link the driver library);
-// null where the driver has none.
+// A driver function of CUDA 12's interface, reached through cudart (TEMPI does not link
+// the driver library); null where the driver has none.
+void *driver_entry(const char *name) {
+  void *f = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return f;
+}
+
 using WriteValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 WriteValueFn write_value_fn() {
-  static const WriteValueFn fn = [] {
-    void *f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &f, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      f = nullptr;
-    }
-    return reinterpret_cast<WriteValueFn>(f);
-  }();
+  static const auto fn = reinterpret_cast<WriteValueFn>(driver_entry("cuStreamWriteValue32"));
   return fn;
 }
 
-// cuPointerGetAttributes, reached through cudart like cuStreamWriteValue32; null where the
-// driver has none.
 using PointerAttributesFn = CUresult (*)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
 PointerAttributesFn pointer_attributes_fn() {
-  static const PointerAttributesFn fn = [] {
-    void *f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &f, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      f = nullptr;
-    }
-    return reinterpret_cast<PointerAttributesFn>(f);
-  }();
+  static const auto fn = reinterpret_cast<PointerAttributesFn>(driver_entry("cuPointerGetAttributes"));
   return fn;
 }
 

@@ -56,17 +56,20 @@ double step(const Profile &p, double measured, bool batched) {
 // The GPU's own time in a measured step: what overlaps in a pipeline.
 double work(const Profile &p, double measured) { return std::max(measured - p.launch - p.sync, 0.0); }
 
-// One side of the staged method: kernel and copy of each chunk, chunk k+1's kernel
-// beside chunk k's copy; one launch floor and one wait for the whole message.
-double staged_side(const Profile &p, const KernelTable &kernel, const Curve &copy, const TransferQuery &q,
-                   int64_t chunk) {
+}  // namespace
+
+double staged_side(const Profile &p, bool pack, const TransferQuery &q, int64_t chunk) {
+  const KernelTable &kernel = pack ? p.pack_device : p.unpack_device;
+  const Curve &copy = pack ? p.copy_to_host : p.copy_to_device;
   const int64_t c = std::min(chunk, q.bytes);
   const int64_t n = (q.bytes + c - 1) / c;
   const double k = work(p, kernel.at(double(c), q.block, q.word));
   const double x = work(p, copy.at(double(c)));
   const double floor = p.launch + (q.batched ? 0 : p.sync);
-  return floor + k + x + double(n - 1) * std::max(k, x);
+  return floor + k + x + double(n - 1) * std::max(k, x) + double(n) * p.staged_chunk;
 }
+
+namespace {
 
 Prediction predict_staged(const Profile &p, const TransferQuery &q, const Config &cfg) {
   const double wire = p.mpi_host.at(double(q.bytes));
@@ -75,8 +78,7 @@ Prediction predict_staged(const Profile &p, const TransferQuery &q, const Config
                 step(p, p.copy_to_device.at(double(q.bytes)), q.batched),
             q.bytes};
   auto total = [&](int64_t chunk) {
-    return staged_side(p, p.pack_device, p.copy_to_host, q, chunk) + wire +
-           staged_side(p, p.unpack_device, p.copy_to_device, q, chunk);
+    return staged_side(p, true, q, chunk) + wire + staged_side(p, false, q, chunk);
   };
   Prediction best{total(q.bytes), q.bytes};
   auto consider = [&](int64_t chunk) {

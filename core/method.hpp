@@ -42,6 +42,12 @@ struct Prediction {
 };
 std::optional<Prediction> predict(const Profile &p, Method m, const TransferQuery &q, const Config &cfg);
 
+// One side of the staged method (`pack`: the sender's kernel and copies to the host; else
+// the receiver's copies to the device and kernel) in chunks of `chunk` bytes: one launch
+// and one wait (none in a batch), chunk k+1's kernel beside chunk k's copy, and
+// p.staged_chunk per chunk. tempi-measure fits staged_chunk against it.
+double staged_side(const Profile &p, bool pack, const TransferQuery &q, int64_t chunk);
+
 // `requested` is TEMPI_METHOD or its runtime override; Auto is decided from `profile`
 // (the fastest prediction), or by the built-in rules when `profile` is null. Device
 // needs a CUDA-aware MPI; requested without one, the staged method is used (the caller

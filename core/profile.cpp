@@ -399,6 +399,7 @@ std::string write_profile(const Profile &p) {
     << "  \"measured_peer\": " << quoted(to_string(p.measured_peer)) << ",\n"
     << "  \"launch_s\": " << number(p.launch) << ",\n"
     << "  \"sync_s\": " << number(p.sync) << ",\n"
+    << "  \"staged_chunk_s\": " << number(p.staged_chunk) << ",\n"
     << "  \"pack_device\": " << kernel_table(p.pack_device) << ",\n"
     << "  \"unpack_device\": " << kernel_table(p.unpack_device) << ",\n"
     << "  \"pack_host\": " << kernel_table(p.pack_host) << ",\n"
@@ -434,6 +435,7 @@ std::optional<Profile> parse_profile(const std::string &text, std::string &error
        r.text(root, "driver", p.driver, false) && r.text(root, "date", p.date, false) &&
        r.flag(root, "cuda_aware", p.cuda_aware) && r.peer(root, "measured_peer", p.measured_peer) &&
        r.seconds(root, "launch_s", p.launch) && r.seconds(root, "sync_s", p.sync) &&
+       r.seconds(root, "staged_chunk_s", p.staged_chunk) &&
        r.kernels(root, "pack_device", p.pack_device) && r.kernels(root, "unpack_device", p.unpack_device) &&
        r.kernels(root, "pack_host", p.pack_host) && r.kernels(root, "unpack_host", p.unpack_host) &&
        r.curve(root, "copy_to_host", p.copy_to_host) && r.curve(root, "copy_to_device", p.copy_to_device) &&

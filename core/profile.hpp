@@ -61,7 +61,8 @@ struct MachineIdentity {
   std::string mpi_library;  // the first line of MPI_Get_library_version
 };
 
-constexpr int kProfileVersion = 1;
+// 2: staged_chunk_s (the staged method's cost per chunk beyond its kernel's launch).
+constexpr int kProfileVersion = 2;
 
 // Every time is synchronous: what one TEMPI call costs, launch and synchronization
 // included (tempi-measure times the backend's calls with a host clock).
@@ -74,6 +75,10 @@ struct Profile {
   PeerClass measured_peer = PeerClass::Unknown;  // where the other rank was
   double launch = 0;  // issuing one kernel without waiting
   double sync = 0;    // waiting for finished work (a launch plus a wait costs launch + sync)
+  // The staged method's own cost per chunk and side, beyond its kernel's launch and the
+  // GPU's work: issuing the copy, the event between kernel and copy streams, the copy
+  // waiting for it. Fitted by tempi-measure from timed staged moves against the model.
+  double staged_chunk = 0;
   KernelTable pack_device, unpack_device;  // between device buffers (device and staged methods)
   KernelTable pack_host, unpack_host;      // between device and mapped pinned host memory (one-shot)
   Curve copy_to_host, copy_to_device;      // copy engines, device <-> pinned host

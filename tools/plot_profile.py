@@ -36,8 +36,8 @@ def main():
     args = ap.parse_args()
     with open(args.profile) as f:
         p = json.load(f)
-    if p.get("tempi_profile") != 1:
-        sys.exit(f"{args.profile}: not a version-1 TEMPI profile")
+    if p.get("tempi_profile") not in (1, 2):  # 2 adds staged_chunk_s, which is not plotted
+        sys.exit(f"{args.profile}: not a version-1 or version-2 TEMPI profile")
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -222,6 +222,34 @@ TEST_CASE("the model pipelines a large staged message when kernel and copy overl
   CHECK(choose_transfer(Method::Staged, false, q, c, &p).chunk == big.chunk);
 }
 
+TEST_CASE("the staged method pays its cost per chunk on each side, and the model weighs it", "[method][model]") {
+  // Slow mapped-host kernels, fast device kernels and copies: staged wins while its chunks
+  // are free; when each chunk costs its copy's issue and the event between the streams,
+  // one-shot does for a message of one chunk, and a pipelined message takes fewer chunks.
+  SyntheticRates r;
+  r.pack_host = {10e-6, 5e9};
+  r.pack_device = {1e-6, 1e12};
+  r.copy = {1e-6, 50e9};
+  const Config c;
+  const TransferQuery small = rows(64 << 10, 512), large = rows(64 << 20, 512);
+  const Profile free_chunks = synthetic_profile(r);
+  r.staged_chunk = 40e-6;
+  const Profile costly = synthetic_profile(r);
+  const auto before = predict(free_chunks, Method::Staged, small, c), after = predict(costly, Method::Staged, small, c);
+  REQUIRE(before);
+  REQUIRE(after);
+  CHECK(after->seconds == Approx(before->seconds + 2 * r.staged_chunk));  // one chunk a side
+  CHECK(staged_side(costly, true, small, small.bytes) ==
+        Approx(staged_side(free_chunks, true, small, small.bytes) + r.staged_chunk));
+  CHECK(staged_side(costly, false, large, 1 << 20) ==
+        Approx(staged_side(free_chunks, false, large, 1 << 20) + 64 * r.staged_chunk));
+  CHECK(auto_choice(free_chunks, false, small) == Method::Staged);
+  CHECK(auto_choice(costly, false, small) == Method::OneShot);
+  const int64_t chunk_free = predict(free_chunks, Method::Staged, large, c)->chunk;
+  const int64_t chunk_costly = predict(costly, Method::Staged, large, c)->chunk;
+  CHECK(chunk_costly > chunk_free);
+}
+
 TEST_CASE("messages in flight share the synchronization: the choice for a batch can differ", "[method][model]") {
   // Synchronization is costly, the library's own device path slowish: alone, a contiguous
   // message goes to the library as it is (no GPU step at all); in a batch, the copies'

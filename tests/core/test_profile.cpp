@@ -55,7 +55,8 @@ struct TempFile {
 }  // namespace
 
 TEST_CASE("a written profile reads back the same", "[profile]") {
-  const Profile p = synthetic_profile();
+  Profile p = synthetic_profile();
+  p.staged_chunk = 7.5e-6;
   const std::string text = write_profile(p);
   std::string error;
   const std::optional<Profile> back = parse(text, error);
@@ -66,6 +67,7 @@ TEST_CASE("a written profile reads back the same", "[profile]") {
   CHECK(back->cuda_aware);
   CHECK(back->measured_peer == PeerClass::SameNode);
   CHECK(back->launch == Approx(p.launch));
+  CHECK(back->staged_chunk == Approx(p.staged_chunk));
   REQUIRE(back->pack_host.rows.size() == 3);
   CHECK(back->pack_host.rows[1].block == 64);
   CHECK(back->pack_host.rows[1].time.seconds.back() == Approx(p.pack_host.rows[1].time.seconds.back()).epsilon(1e-5));
@@ -96,8 +98,12 @@ TEST_CASE("bad profiles are refused with a message that says why", "[profile]") 
     CHECK(error.find("truncated") != std::string::npos);
   }
   SECTION("another version") {
-    CHECK_FALSE(parse(edited("\"tempi_profile\": 1", "\"tempi_profile\": 2"), error));
-    CHECK(error.find("version 2") != std::string::npos);
+    CHECK_FALSE(parse(edited("\"tempi_profile\": 2", "\"tempi_profile\": 3"), error));
+    CHECK(error.find("version 3") != std::string::npos);
+    // version 1 had no staged_chunk_s: such a profile is measured again, not guessed at
+    CHECK_FALSE(parse(edited("\"tempi_profile\": 2", "\"tempi_profile\": 1"), error));
+    CHECK(error.find("version 1") != std::string::npos);
+    CHECK(error.find("run tempi-measure again") != std::string::npos);
   }
   SECTION("not a profile") {
     CHECK_FALSE(parse("{\"hello\": 1}", error));
@@ -113,6 +119,8 @@ TEST_CASE("bad profiles are refused with a message that says why", "[profile]") 
     CHECK_FALSE(parse(edited("\"sync_s\": 5e-06,", ""), error));
     CHECK(error.find("sync_s") != std::string::npos);
     CHECK(error.find("missing") != std::string::npos);
+    CHECK_FALSE(parse(edited("\"staged_chunk_s\": 0,", ""), error));
+    CHECK(error.find("staged_chunk_s") != std::string::npos);
     CHECK_FALSE(parse(edited("\"bytes\": [1024, ", "\"bytes\": ["), error));
     CHECK(error.find("as many seconds as bytes") != std::string::npos);
   }
@@ -243,7 +251,7 @@ TEST_CASE("the start-up lookup finds a matching profile, or says why it uses non
     }
   }
   SECTION("a malformed file names the file and the fault") {
-    TempFile f("{\"tempi_profile\": 1, \"machine\": ");
+    TempFile f("{\"tempi_profile\": 2, \"machine\": ");
     const ProfileChoice c = find_profile(f.path, here, env_of({}));
     CHECK_FALSE(c.profile);
     CHECK(c.reason.find(f.path) != std::string::npos);

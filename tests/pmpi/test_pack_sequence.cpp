@@ -300,7 +300,7 @@ TEST_CASE("a pack into the gaps of an object packed just before, and one over it
   // gap after row 0 may share the earlier pack's launch, one packed over row 0 may not.
   MPI_Datatype rows;
   MPI_Type_vector(64, 64, 128, MPI_BYTE, &rows);
-  const Layout a{committed(rows), 1}, b{MPI_BYTE, 16};
+  const Layout a{committed(rows), 1};
   const std::vector<char> data = pattern(a.span() + 64, 80), small = pattern(16, 81);
   for (const int at : {64, 0}) {
     Buf all(Where::Gpu, data.size()), packed(Where::Gpu, size_t(a.bytes())), source(Where::Gpu, 16);

@@ -652,7 +652,7 @@ class EmulatedBackend final : public Backend {
       void *p = std::malloc(bytes ? bytes : 1);
       if (!p) return Status::NoMemory;
       std::lock_guard<std::mutex> lock(mutex_);
-      const Region &r = regions_[reinterpret_cast<uintptr_t>(p)] = {bytes, space, nullptr, 0, kSlots, staging};
+      const Region &r = regions_[reinterpret_cast<uintptr_t>(p)] = {bytes, space, nullptr, 0, kSlots, staging, -1, 0, {}};
       count_locked(r, true);
       *out = p;
       return Status::Ok;
@@ -700,7 +700,7 @@ class EmulatedBackend final : public Backend {
       g_slots[slot].base.store(reinterpret_cast<uintptr_t>(view), std::memory_order_release);
     }
     Region &r = regions_[reinterpret_cast<uintptr_t>(view)] = {bytes, space, static_cast<char *>(alias), span,
-                                                               slot, staging};
+                                                               slot, staging, -1, 0, {}};
     r.fd = exportable ? fd : -1;
     r.id = ++next_id_;
     count_locked(r, true);

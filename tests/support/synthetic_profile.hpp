@@ -33,6 +33,7 @@ inline KernelTable kernels_of(Link l) {
 
 struct SyntheticRates {
   double launch = 3e-6, sync = 5e-6;
+  double staged_chunk = 0;
   Link pack_device{10e-6, 1e12}, pack_host{10e-6, 50e9};
   Link copy{10e-6, 50e9};
   Link mpi_host{2e-6, 20e9};
@@ -52,6 +53,7 @@ inline Profile synthetic_profile(const SyntheticRates &r = {}) {
   p.measured_peer = PeerClass::SameNode;
   p.launch = r.launch;
   p.sync = r.sync;
+  p.staged_chunk = r.staged_chunk;
   p.pack_device = p.unpack_device = kernels_of(with_floor(r.pack_device, r));
   p.pack_host = p.unpack_host = kernels_of(with_floor(r.pack_host, r));
   p.copy_to_host = p.copy_to_device = curve_of(with_floor(r.copy, r));

@@ -312,6 +312,7 @@ int run(int argc, char **argv) {
   }
   u.n = o.n;
   u.s = o.n / u.size;
+  tempi::active();  // TEMPI starts at its first intercepted call: awareness is known from then on
   u.aware = tempi::mpi_is_cuda_aware();
   build(u);
   bool ok = ok_cuda(cudaMalloc(&u.before, u.bytes), "cudaMalloc") && ok_cuda(cudaMalloc(&u.after, u.bytes), "cudaMalloc") &&

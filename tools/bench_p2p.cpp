@@ -16,10 +16,12 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,7 @@
 #include "help.hpp"
 #include "method.hpp"
 #include "peers.hpp"
+#include "profile.hpp"
 #include "type_cache.hpp"
 
 namespace {
@@ -44,14 +47,25 @@ struct Choice {
   int64_t block, bytes;
   std::vector<double> us;
   std::string chosen;
+  std::vector<double> predicted_us;  // each forced method, from the profile in use; empty without one
 };
 
-// The method TEMPI's auto takes for one object of `type` sent to `peer`: the same decision
-// its MPI_Send makes.
-std::string chosen_method(MPI_Datatype type, bool aware, int peer) {
+// The method TEMPI's auto takes for one object of `type` sent to `peer` (the same decision
+// its MPI_Send makes), and the profile's prediction for each forced method.
+void decide(MPI_Datatype type, bool aware, int peer, const std::vector<const char *> &methods, size_t forced,
+            Choice &c) {
   const tempi::Plan plan = tempi::type_cache().find(type)->plan->for_count(1);
   const tempi::TransferQuery q = tempi::describe_message(plan, false, tempi::peer_class(MPI_COMM_WORLD, peer));
-  return tempi::to_string(tempi::choose_transfer(tempi::Method::Auto, aware, q, tempi::config()).method);
+  c.chosen = tempi::to_string(tempi::choose_transfer(tempi::Method::Auto, aware, q, tempi::config()).method);
+  const tempi::Profile *profile = tempi::active_profile();
+  if (!profile) return;
+  for (size_t k = 0; k < forced; ++k) {
+    const tempi::Method m = !std::strcmp(methods[k], "device")    ? tempi::Method::Device
+                            : !std::strcmp(methods[k], "oneshot") ? tempi::Method::OneShot
+                                                                  : tempi::Method::Staged;
+    const std::optional<tempi::Prediction> t = tempi::predict(*profile, m, q, tempi::config());
+    c.predicted_us.push_back(t ? 1e6 * t->seconds : -1);
+  }
 }
 
 // Auto against the best forced method, per object, and how often it is within 5% of it
@@ -80,6 +94,17 @@ void print_choices(const std::vector<Choice> &choices, const std::vector<const c
     for (double t : c.us) std::printf(" %10.1f", t);
     std::printf(" %8s %9.2f %8s %11.2f\n", methods[size_t(best - c.us.begin())], ratio, c.chosen.c_str(), chosen_ratio);
   }
+  // The model against the forced methods' measured times.
+  int predicted = 0, close = 0;
+  for (const Choice &c : choices)
+    for (size_t k = 0; k < c.predicted_us.size(); ++k)
+      if (c.predicted_us[k] > 0) {
+        ++predicted;
+        close += std::abs(c.predicted_us[k] / c.us[k] - 1) <= 0.25;
+      }
+  if (predicted > 0)
+    std::printf("predicted within 25%% of the measured time: %d of %d forced points (%.0f%%)\n", close, predicted,
+                100.0 * close / predicted);
   const double n = double(choices.size());
   std::printf("auto (measured) within 5%% of the best forced method: %d of %zu objects (%.0f%%); at worst %.2fx\n",
               within, choices.size(), 100.0 * within / n, worst);
@@ -243,6 +268,7 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return size != 2;
   }
+  tempi::active();  // TEMPI starts at its first intercepted call: awareness is known from then on
   const bool aware = tempi::mpi_is_cuda_aware();
   std::vector<const char *> methods = {"oneshot", "staged"};
   if (aware) methods.insert(methods.begin(), "device");
@@ -340,7 +366,8 @@ int main(int argc, char **argv) {
                                           },
                                           budget / kRounds, 200));
           }
-        Choice choice{shape, block, bytes, {}, chosen_method(o.type, aware, peer)};
+        Choice choice{shape, block, bytes, {}, {}, {}};
+        decide(o.type, aware, peer, methods, forced, choice);
         for (size_t k = 0; k < methods.size(); ++k) {
           const char *m = methods[k];
           TEMPIX_Set_method(m);

@@ -286,7 +286,7 @@ void launch(const SmallPatternArgs &a, const Tile &t, size_t shared_bytes, unsig
 // ... bytes, structs without gaps), packed side 16-byte aligned: nothing to stage. On an
 // H100 (2026-11-24, Nsight Compute, bench_pack's 64-byte blocks at random offsets) the
 // tiled kernel packed them in 41.5 us of kernel time and unpacked them in 54.9, these
-// kernels in 19.6 (below) and 41.7. Unpacking is bounded by the blocks' ends: partial
+// kernels in 20-23 (below) and 41.7. Unpacking is bounded by the blocks' ends: partial
 // 32-byte sectors make the L2 read them first (a scatter of the same blocks moved onto
 // sector boundaries takes 27.5 us; tools/gpu/gather_bounds.cu).
 struct Words {
@@ -302,8 +302,8 @@ struct Words {
 // are not the block's: read whole where they lie inside the typed buffer's allocation
 // (e.readable_lo/hi; such bytes are only read, and dropped), else only the block's bytes
 // with at most four narrower loads. On an H100 (2026-11-24, Nsight Compute, 64-byte blocks
-// at random offsets) whole end chunks took 19.6 us of kernel time, the narrow loads 25.6,
-// and the end chunks read byte by byte (load_chunk) 30.2.
+// at random offsets) whole end chunks inside the allocation took 20.1-23.2 us of kernel
+// time, narrow loads everywhere 25.6, and the end chunks read byte by byte (load_chunk) 30.2.
 template <bool Wide>
 __global__ void __launch_bounds__(kThreads) gather_words(SmallPatternArgs a, Words e) {
   uint4 *out = reinterpret_cast<uint4 *>(e.packed);

@@ -60,10 +60,9 @@ void decide(MPI_Datatype type, bool aware, int peer, const std::vector<const cha
   const tempi::Profile *profile = tempi::active_profile();
   if (!profile) return;
   for (size_t k = 0; k < forced; ++k) {
-    const tempi::Method m = !std::strcmp(methods[k], "device")    ? tempi::Method::Device
-                            : !std::strcmp(methods[k], "oneshot") ? tempi::Method::OneShot
-                                                                  : tempi::Method::Staged;
-    const std::optional<tempi::Prediction> t = tempi::predict(*profile, m, q, tempi::config());
+    std::optional<tempi::Prediction> t;
+    for (tempi::Method m : {tempi::Method::Device, tempi::Method::OneShot, tempi::Method::Staged})
+      if (!std::strcmp(methods[k], tempi::to_string(m))) t = tempi::predict(*profile, m, q, tempi::config());
     c.predicted_us.push_back(t ? 1e6 * t->seconds : -1);
   }
 }

@@ -133,6 +133,20 @@ class Backend {
   // Work on one thread's stream completes in issue order.
   virtual Status pack_async(const std::vector<MoveJob> &jobs, Fence &done) = 0;
   virtual Status unpack_async(const std::vector<MoveJob> &jobs, Fence &done) = 0;
+  // One move (both sides device memory of the current GPU) joined to this thread's open
+  // launch: a kernel already running on the thread's stream that takes further moves while
+  // it runs, so that a run of deferred MPI_Pack or MPI_Unpack calls costs one launch
+  // (docs/design.md, "Open launches"). The moves of one open launch run in no order among
+  // themselves: join only moves that share no byte written by one of them, and call
+  // close_open() first otherwise. The launch closes by itself when this thread issues other
+  // work, when the application has queued work on the legacy default stream since it
+  // opened, when it is full, and a short while after the last join; waiting for (or
+  // querying) `done` closes it too. A move it cannot take is issued alone, as by
+  // pack_async and unpack_async (which is all a backend without open launches does).
+  virtual Status join_open(const MoveJob &job, bool to_packed, Fence &done) {
+    return to_packed ? pack_async({job}, done) : unpack_async({job}, done);
+  }
+  virtual void close_open() {}
   // The same for typed-to-typed moves (all on the current device, both sides GPU memory
   // it can reach): pairs whose plans are both strided share one launch that reads each
   // source word and writes it to its place, the others go through their scratch.

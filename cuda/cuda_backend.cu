@@ -17,6 +17,7 @@
 #include "config.hpp"
 #include "host_packer.hpp"
 #include "kernels.hpp"
+#include "open_launch.hpp"
 #include "log.hpp"
 #include "resources.hpp"
 #include "transpose.hpp"
@@ -244,8 +245,9 @@ struct CudaFence {
   int device = 0;
   cudaEvent_t event = nullptr;
   std::vector<std::shared_ptr<BufferPool::Lease>> temps;
+  OpenMark open;  // the open launch whose end `event` marks (its event, not the pool's)
   ~CudaFence() {
-    if (event) event_pool(device).give_back(event);
+    if (event && !open.launch) event_pool(device).give_back(event);
   }
 };
 
@@ -421,9 +423,12 @@ class CudaBackend final : public Backend {
   Status pack_async(const std::vector<MoveJob> &jobs, Fence &done) override { return issue(jobs, true, done); }
   Status unpack_async(const std::vector<MoveJob> &jobs, Fence &done) override { return issue(jobs, false, done); }
 
+  // Asking about an open launch's work closes the launch: the asker waits for its end.
   bool query(const Fence &f) override {
     if (!f) return true;
-    const cudaError_t err = cudaEventQuery(static_cast<CudaFence *>(f.state.get())->event);
+    const CudaFence &fence = *static_cast<CudaFence *>(f.state.get());
+    ::tempi::close_open(fence.open);
+    const cudaError_t err = cudaEventQuery(fence.event);
     if (err == cudaErrorNotReady) return false;
     if (err != cudaSuccess) cudaGetLastError();  // wait() reports it
     return err == cudaSuccess;
@@ -432,13 +437,39 @@ class CudaBackend final : public Backend {
   Status wait(const Fence &f) override {
     if (!f) return Status::Ok;
     g_synchronizations.fetch_add(1, std::memory_order_relaxed);
-    TEMPI_CUDA(cudaEventSynchronize(static_cast<CudaFence *>(f.state.get())->event));
+    const CudaFence &fence = *static_cast<CudaFence *>(f.state.get());
+    ::tempi::close_open(fence.open);
+    TEMPI_CUDA(cudaEventSynchronize(fence.event));
     return Status::Ok;
   }
+
+  // Objects above this go alone: an object's own kernel (tiled, unrolled, a grid sized to
+  // it) beats the open launch's plain loop by more than a launch costs (about 4 us on an
+  // H100, bench_call) once it moves megabytes. One contiguous run always goes alone: the
+  // copy engines move it, and so keep the open launch's SMs free.
+  static constexpr int64_t kOpenMaxBytes = int64_t(1) << 20;
+
+  Status join_open(const MoveJob &j, bool to_packed, Fence &done) override {
+    done = Fence{};
+    if (j.bytes <= 0 || j.plan->packed_size() <= 0) return Status::Ok;
+    FusedObject o;
+    if (j.plan->contiguous() || !describe_fused(j, j.packed, o) || o.bytes > kOpenMaxBytes)
+      return issue({j}, to_packed, done);
+    auto fence = std::make_shared<CudaFence>();
+    fence->device = current_device();
+    const Status st = ::tempi::join_open(o, to_packed, fence->event, fence->open);
+    if (st == Status::Unsupported) return issue({j}, to_packed, done);
+    TEMPI_TRY(st);
+    done.state = std::move(fence);
+    return Status::Ok;
+  }
+
+  void close_open() override { close_thread_open(current_device()); }
 
   uint64_t synchronizations() override { return g_synchronizations.load(std::memory_order_relaxed); }
 
   Status wait_default_stream() override {
+    close_thread_open(current_device());  // work on the legacy stream may wait for it
     const cudaError_t idle = cudaStreamQuery(cudaStreamLegacy);
     if (idle == cudaSuccess) return Status::Ok;
     if (idle != cudaErrorNotReady) TEMPI_CUDA(idle);
@@ -492,9 +523,13 @@ class CudaBackend final : public Backend {
     return Status::Ok;
   }
 
-  void free_device(void *ptr) override { cudaFree(ptr); }
+  void free_device(void *ptr) override {
+    close_thread_open(-1);  // cudaFree waits for the GPU
+    cudaFree(ptr);
+  }
 
   Status copy(void *dst, const void *src, size_t bytes) override {
+    close_thread_open(-1);  // the copy follows this thread's open launches; no need to wait for them to idle
     g_synchronizations.fetch_add(1, std::memory_order_relaxed);
     TEMPI_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
     return Status::Ok;

@@ -1,5 +1,7 @@
 #include <cuda_runtime.h>
 
+#include <cstring>
+
 #include "check.hpp"
 #include "kernels.hpp"
 
@@ -160,6 +162,153 @@ __global__ void __launch_bounds__(kThreads) fused(const __grid_constant__ FusedB
   }
 }
 
+// An open launch (kernels.hpp): the host describes objects one at a time in pinned memory
+// while the kernel runs. Block 0 relays the descriptions into device memory (one warp
+// polls the host, so the other blocks do not each cross PCIe); the other blocks move each
+// object in turn, every block a slice of it, and read the host themselves now and then,
+// so that neither progress nor the end depends on block 0 being scheduled first.
+constexpr uint32_t kOpenSlotWords = kOpenSlotBytes / 8;
+constexpr uint32_t kOpenObjectWords = (sizeof(FusedDev) + 7) / 8;  // what is relayed and read of a slot
+static_assert(sizeof(FusedDev) <= kOpenSlotBytes, "an object's description fits its slot");
+static_assert(alignof(FusedDev) <= 8, "a description is read as 8-byte words");
+constexpr uint64_t kOpenEnded = uint64_t(1) << 31;  // in the device mirror: no more objects come
+
+__device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t load_relaxed_sys(const uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t load_acquire_gpu(const uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release_gpu(uint64_t *p, uint64_t v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+struct OpenView {
+  const OpenHost *host;
+  const uint64_t *host_slots;
+  uint64_t *mirror;  // epoch << 32 | kOpenEnded if so | objects relayed
+  uint64_t *slots;
+  uint64_t epoch;
+};
+
+__device__ __forceinline__ OpenView open_view(const OpenArgs &a) {
+  OpenView v;
+  v.host = a.host;
+  v.host_slots = reinterpret_cast<const uint64_t *>(reinterpret_cast<const uint8_t *>(a.host) + kOpenHeaderBytes);
+  v.mirror = reinterpret_cast<uint64_t *>(a.device);
+  v.slots = reinterpret_cast<uint64_t *>(a.device + kOpenHeaderBytes);
+  v.epoch = a.epoch;
+  return v;
+}
+
+// The host's count of objects, at most the capacity (a count past it would be a bug).
+__device__ __forceinline__ uint32_t host_published(const OpenHost *h) {
+  const uint32_t n = load_acquire_sys(&h->published);
+  return n < kOpenCapacity ? n : kOpenCapacity;
+}
+
+__device__ void open_relay(const OpenView &v) {
+  if (threadIdx.x >= 32) return;
+  const uint32_t lane = threadIdx.x;
+  uint32_t relayed = 0;
+  for (;;) {
+    uint32_t n = 0, closed = 0;
+    if (lane == 0) {
+      n = host_published(v.host);
+      // Closed is read after the count and the count again after it: the host publishes
+      // every object before it closes, so a closed launch's second count is its last.
+      if (n == relayed && (closed = load_acquire_sys(&v.host->closed)) != 0) n = host_published(v.host);
+    }
+    __syncwarp();
+    n = __shfl_sync(0xffffffffu, n, 0);
+    closed = __shfl_sync(0xffffffffu, closed, 0);
+    if (n > relayed) {
+      for (uint32_t k = lane; k < (n - relayed) * kOpenObjectWords; k += 32) {
+        const uint32_t slot = relayed + k / kOpenObjectWords, word = k % kOpenObjectWords;
+        v.slots[slot * kOpenSlotWords + word] = load_relaxed_sys(v.host_slots + slot * kOpenSlotWords + word);
+      }
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) store_release_gpu(v.mirror, v.epoch << 32 | n);
+      relayed = n;
+    } else if (closed) {
+      if (lane == 0) store_release_gpu(v.mirror, v.epoch << 32 | kOpenEnded | relayed);
+      return;
+    } else {
+      __nanosleep(256);
+    }
+  }
+}
+
+// Where object j's description is (thread 0 of a worker block decides): 0 relayed to device
+// memory, 1 only on the host yet, 2 nowhere: the launch has ended.
+__device__ int open_find(const OpenView &v, uint32_t j, uint32_t &relayed, uint32_t &published) {
+  for (uint32_t spin = 1;; ++spin) {
+    if (j < relayed) return 0;
+    if (j < published) return 1;
+    const uint64_t m = load_acquire_gpu(v.mirror);
+    if ((m >> 32) == v.epoch) {
+      relayed = uint32_t(m) & uint32_t(kOpenEnded - 1);
+      if (j < relayed) return 0;
+      if (m & kOpenEnded) return 2;
+    }
+    if ((spin & 63) == 0) {  // block 0 may not run yet: ask the host itself
+      published = host_published(v.host);
+      if (j < published) return 1;
+      if (load_acquire_sys(&v.host->closed)) {
+        published = host_published(v.host);
+        return j < published ? 1 : 2;
+      }
+    }
+    __nanosleep(128);
+  }
+}
+
+template <bool ToPacked>
+__device__ void open_worker(const OpenView &v) {
+  __shared__ uint64_t words[kOpenObjectWords];
+  __shared__ int where;
+  const FusedDev &o = *reinterpret_cast<const FusedDev *>(words);
+  const uint32_t step = (gridDim.x - 1) * blockDim.x, first = (blockIdx.x - 1) * blockDim.x + threadIdx.x;
+  uint32_t relayed = 0, published = 0;  // thread 0's knowledge
+  for (uint32_t j = 0;; ++j) {
+    if (threadIdx.x == 0) where = open_find(v, j, relayed, published);
+    __syncthreads();
+    const int from = where;
+    if (from == 2) return;
+    if (threadIdx.x < kOpenObjectWords)
+      words[threadIdx.x] = from == 0 ? __ldcg(v.slots + j * kOpenSlotWords + threadIdx.x)
+                                     : load_relaxed_sys(v.host_slots + j * kOpenSlotWords + threadIdx.x);
+    __syncthreads();
+    switch (o.word) {
+      case 16: fused_object<16, ToPacked>(o, first, step); break;
+      case 8: fused_object<8, ToPacked>(o, first, step); break;
+      case 4: fused_object<4, ToPacked>(o, first, step); break;
+      case 2: fused_object<2, ToPacked>(o, first, step); break;
+      default: fused_object<1, ToPacked>(o, first, step); break;
+    }
+    __syncthreads();  // before the next description overwrites this one
+  }
+}
+
+template <bool ToPacked>
+__global__ void __launch_bounds__(kThreads) open_moves(const OpenArgs a) {
+  const OpenView v = open_view(a);
+  if (blockIdx.x == 0)
+    open_relay(v);
+  else
+    open_worker<ToPacked>(v);
+}
+
 // Typed-to-typed pairs: both sides walk the same word index through their own strides.
 struct SideDev {
   uint8_t *base;
@@ -292,6 +441,53 @@ Status launch_strided(const StridedArgs &a, int word, const void *typed, void *p
   return Status::Ok;
 }
 
+namespace {
+void describe(const FusedObject &o, bool to_packed, FusedDev &d) {
+  const uint8_t *typed = static_cast<const uint8_t *>(o.typed);
+  uint8_t *packed = static_cast<uint8_t *>(o.packed);
+  d.src = to_packed ? typed : packed;
+  d.dst = to_packed ? packed : const_cast<uint8_t *>(typed);
+  d.start = o.start;
+  d.word = uint32_t(o.word);
+  d.words_per_block = uint32_t(o.block / o.word);
+  d.per_block = FastDiv(d.words_per_block);
+  d.nwords = uint32_t(o.bytes / o.word);
+  d.first_block = 0;
+  d.ndims = o.ndims;
+  for (int i = 0; i < o.ndims; ++i) {
+    // A dimension's count only divides row indices below nwords, which fit 32 bits.
+    d.dims[i] = FastDiv(uint32_t(o.counts[i] < (int64_t(1) << 31) ? o.counts[i] : (int64_t(1) << 31)));
+    d.strides[i] = o.strides[i];
+  }
+}
+
+int open_workers() {
+  static const int workers = [] {
+    int dev = 0, sms = 1;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    return sms;
+  }();
+  return workers;
+}
+}  // namespace
+
+void describe_open(const FusedObject &o, bool to_packed, void *slot) {
+  FusedDev d{};
+  describe(o, to_packed, d);
+  std::memcpy(slot, &d, sizeof d);
+}
+
+Status launch_open(const OpenArgs &a, bool to_packed, cudaStream_t stream) {
+  const int grid = 1 + open_workers();
+  if (to_packed)
+    open_moves<true><<<grid, kThreads, 0, stream>>>(a);
+  else
+    open_moves<false><<<grid, kThreads, 0, stream>>>(a);
+  TEMPI_CUDA(cudaGetLastError());
+  return Status::Ok;
+}
+
 bool fusable(int ndims, int64_t bytes, int word) {
   return ndims <= kMaxFusedDims && bytes > 0 && bytes / word < (int64_t(1) << 31);
 }
@@ -301,23 +497,8 @@ Status launch_fused(const FusedObject *objects, int n, bool to_packed, cudaStrea
   b.n = 0;
   uint32_t blocks = 0;
   for (int k = 0; k < n; ++k) {
-    const FusedObject &o = objects[k];
     FusedDev &d = b.objects[b.n];
-    const uint8_t *typed = static_cast<const uint8_t *>(o.typed);
-    uint8_t *packed = static_cast<uint8_t *>(o.packed);
-    d.src = to_packed ? typed : packed;
-    d.dst = to_packed ? packed : const_cast<uint8_t *>(typed);
-    d.start = o.start;
-    d.word = uint32_t(o.word);
-    d.words_per_block = uint32_t(o.block / o.word);
-    d.per_block = FastDiv(d.words_per_block);
-    d.nwords = uint32_t(o.bytes / o.word);
-    d.ndims = o.ndims;
-    for (int i = 0; i < o.ndims; ++i) {
-      // A dimension's count only divides row indices below nwords, which fit 32 bits.
-      d.dims[i] = FastDiv(uint32_t(o.counts[i] < (int64_t(1) << 31) ? o.counts[i] : (int64_t(1) << 31)));
-      d.strides[i] = o.strides[i];
-    }
+    describe(objects[k], to_packed, d);
     d.first_block = blocks;
     blocks += fused_blocks(d.nwords);
     ++b.n;

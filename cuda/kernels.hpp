@@ -42,6 +42,32 @@ bool fusable(int ndims, int64_t bytes, int word);
 // are dealt to the objects by size, each object with its own access width.
 Status launch_fused(const FusedObject *objects, int n, bool to_packed, cudaStream_t stream);
 
+// An open launch (docs/design.md, "Open launches"): one kernel, launched once, that moves
+// the objects the host describes to it while it runs, so that a run of MPI_Pack or
+// MPI_Unpack calls costs one launch. The host writes each object's description into its
+// slot in pinned host memory, then `published`; setting `closed` (after the last
+// publication) ends the kernel once it has moved every published object. The objects of
+// one open launch run in no order among themselves.
+constexpr uint32_t kOpenCapacity = 256;   // objects per open launch
+constexpr size_t kOpenSlotBytes = 160;    // one object's description
+constexpr size_t kOpenHeaderBytes = 64;   // before the slots, in host and in device memory
+struct OpenHost {
+  uint32_t published;  // slots [0, published) hold objects
+  uint32_t closed;     // no object will be added
+};
+// Host memory: kOpenHeaderBytes (an OpenHost) + kOpenCapacity slots, mapped for the GPU.
+// Device memory: the same size; the kernel's own copy of the slots. Zero it once when it
+// is allocated: a launch recognizes its own writes there by `epoch` (never 0, never reused).
+constexpr size_t kOpenAreaBytes = kOpenHeaderBytes + kOpenCapacity * kOpenSlotBytes;
+struct OpenArgs {
+  const OpenHost *host;
+  uint8_t *device;
+  uint64_t epoch;  // below 2^32
+};
+// Writes the description of `o` (a fusable object) into a slot.
+void describe_open(const FusedObject &o, bool to_packed, void *slot);
+Status launch_open(const OpenArgs &a, bool to_packed, cudaStream_t stream);
+
 // A typed-to-typed move of a fused launch: `from` read at from.typed, `to` written at
 // to.typed (their `packed` unused), one access width and one byte count for both.
 struct FusedPair {

@@ -4,6 +4,7 @@
 
 #include "check.hpp"
 #include "log.hpp"
+#include "open_launch.hpp"
 #include "resources.hpp"
 
 namespace tempi {
@@ -172,7 +173,9 @@ BufferPool &pinned_pool() {
 
 Status thread_stream(cudaStream_t &out) {
   thread_local Stream streams[kMaxDevices];
-  Stream &stream = streams[current_device()];
+  const int device = current_device();
+  close_thread_open(device);  // what is issued next runs after the open launch, never beside it
+  Stream &stream = streams[device];
   if (!stream.get()) TEMPI_TRY(Stream::create(stream));
   out = stream.get();
   return Status::Ok;

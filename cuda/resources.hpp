@@ -128,7 +128,9 @@ Backend::MemoryUse buffer_memory_use();
 BufferPool &device_pool();  // the current device's
 BufferPool &pinned_pool();  // portable: one for all devices
 
-// A stream for the calling thread on the current device, created once.
+// A stream for the calling thread on the current device, created once. Asking for it closes
+// the thread's open launch on that device (open_launch.hpp): the caller is about to issue
+// work that must follow every object joined so far.
 Status thread_stream(cudaStream_t &out);
 
 // What a pipelined transfer needs per thread: a second stream for the copies (so they

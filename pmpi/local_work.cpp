@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <unordered_map>
 
 #include "log.hpp"
 #include "overlap.hpp"
@@ -47,14 +48,17 @@ void LocalWork::settle() {
 
 namespace {
 
-thread_local std::vector<QueuedMove> t_queued;
+thread_local std::vector<QueuedMove> t_queued;  // TEMPI_DEFER_PACK=2's packs, not launched yet
+// The moves this thread joined to its open launch since it last closed it (the backend
+// may have closed it earlier by itself: then these only make the checks below stricter).
+thread_local std::vector<QueuedMove> t_open;
 
 struct Range {
   const char *lo, *hi;
   bool overlaps(const Range &o) const { return lo < o.hi && o.lo < hi; }
 };
 
-// The bytes a queued move's typed object may touch (bounds, not exact).
+// The bytes a move's typed object may touch (bounds, not exact).
 Range typed_range(const QueuedMove &m) {
   const auto [lo, hi] = m.plan.typed_bounds();
   return {static_cast<const char *>(m.typed) + lo, static_cast<const char *>(m.typed) + hi};
@@ -73,25 +77,59 @@ bool packed_meets_typed(const QueuedMove &p, const QueuedMove &t) {
   return pr.overlaps(typed_range(t)) && may_share_bytes(t.plan, address(t.typed), address(pr.lo), address(pr.hi));
 }
 
-// Whether `m` must run after the queued packs have run (not beside them in one launch):
-// a queued pack's output is `m`'s output or input, or `m` writes a queued pack's input.
-bool depends_on_queue(const QueuedMove &m) {
-  if (t_queued.empty()) return false;
-  if (t_queued.front().to_packed != m.to_packed || t_queued.front().device != m.device) return true;
-  const Range mw = packed_range(m);
-  for (const QueuedMove &q : t_queued)
-    if (packed_range(q).overlaps(mw) || packed_meets_typed(q, m) || packed_meets_typed(m, q)) return true;
+// may_share_bytes for two typed objects, remembered: a halo exchange unpacks the same
+// ghost regions of the same arrays every cycle, and within one array their bounds overlap,
+// so each unpack would otherwise repeat the exact test against each earlier one. The key
+// is what decides the answer: both plans (a datatype's plan id, never reused, and the
+// packed size, which fixes the count) and the distance between the two objects.
+bool typed_objects_meet(const QueuedMove &a, const QueuedMove &b) {
+  if (!typed_range(a).overlaps(typed_range(b))) return false;
+  if (a.plan.id == 0 || b.plan.id == 0)
+    return may_share_bytes(a.plan, address(a.typed), b.plan, address(b.typed));
+  struct Key {
+    uint64_t a, b;
+    int64_t a_size, b_size, distance;
+    bool operator==(const Key &o) const {
+      return a == o.a && b == o.b && a_size == o.a_size && b_size == o.b_size && distance == o.distance;
+    }
+  };
+  struct Hash {
+    size_t operator()(const Key &k) const {
+      uint64_t h = k.a * 0x9e3779b97f4a7c15ull;
+      for (const uint64_t v : {k.b, uint64_t(k.a_size), uint64_t(k.b_size), uint64_t(k.distance)})
+        h = (h ^ v) * 0x100000001b3ull;
+      return size_t(h ^ (h >> 29));
+    }
+  };
+  thread_local std::unordered_map<Key, bool, Hash> memo;
+  const Key key{a.plan.id, b.plan.id, a.plan.packed_size(), b.plan.packed_size(), address(b.typed) - address(a.typed)};
+  const auto it = memo.find(key);
+  if (it != memo.end()) return it->second;
+  if (memo.size() >= 4096) memo.clear();  // bounded: plans come and go
+  const bool meet = may_share_bytes(a.plan, address(a.typed), b.plan, address(b.typed));
+  memo.emplace(key, meet);
+  return meet;
+}
+
+// Whether `m` must run after the moves `in` have run (not beside them in one launch): any
+// byte that one of them writes, another reads or writes. A pack reads its typed object and
+// writes its packed bytes; an unpack the reverse. Moves the other way, or on another GPU,
+// are never put beside these.
+bool conflicts(const QueuedMove &m, const std::vector<QueuedMove> &in) {
+  if (in.empty()) return false;
+  if (in.front().to_packed != m.to_packed || in.front().device != m.device) return true;
+  const Range mp = packed_range(m);
+  for (const QueuedMove &q : in) {
+    if (packed_meets_typed(q, m) || packed_meets_typed(m, q)) return true;
+    if (m.to_packed ? packed_range(q).overlaps(mp) : typed_objects_meet(q, m)) return true;
+  }
   return false;
 }
 
-}  // namespace
-
-bool moves_queued() { return !t_queued.empty(); }
-
-void launch_queued_moves() {
-  if (t_queued.empty()) return;
+void launch_queue() {
   std::vector<QueuedMove> batch;
   batch.swap(t_queued);
+  t_open.clear();  // the launch below comes after the open one, which it closes
   std::vector<MoveJob> jobs;
   jobs.reserve(batch.size());
   for (QueuedMove &m : batch) jobs.push_back({&m.plan, m.typed, m.packed, m.bytes, Transfer{Method::Device, m.bytes}});
@@ -109,9 +147,43 @@ void launch_queued_moves() {
     local_work().add(done, device);
 }
 
+void close_open_moves() {
+  if (t_open.empty()) return;
+  Backend &b = gpu_backend();
+  const int device = t_open.front().device;
+  const int previous = device >= 0 ? b.use_device(device) : -1;
+  b.close_open();
+  if (previous >= 0) b.use_device(previous);
+  t_open.clear();
+}
+
+}  // namespace
+
+bool moves_queued() { return !t_queued.empty() || !t_open.empty(); }
+
+void launch_queued_moves() {
+  close_open_moves();
+  if (!t_queued.empty()) launch_queue();
+}
+
 Status queue_move(QueuedMove m) {
-  if (depends_on_queue(m)) launch_queued_moves();
+  if (conflicts(m, t_queued)) launch_queue();
   t_queued.push_back(std::move(m));
+  return Status::Ok;
+}
+
+Status join_open_move(QueuedMove m) {
+  if (!t_queued.empty()) launch_queue();
+  // A full list is closed too: the backend's launch holds as many objects.
+  if (t_open.size() >= 256 || conflicts(m, t_open)) close_open_moves();
+  Backend &b = gpu_backend();
+  const MoveJob job{&m.plan, m.typed, m.packed, m.bytes, Transfer{Method::Device, m.bytes}};
+  Fence done;
+  const Status st = b.join_open(job, m.to_packed, done);
+  if (st != Status::Ok) return st;
+  const int device = m.device;
+  t_open.push_back(std::move(m));
+  local_work().add(done, device);
   return Status::Ok;
 }
 

@@ -43,6 +43,7 @@ class LocalWork {
 LocalWork &local_work();
 
 // TEMPI_DEFER_PACK=2: moves of MPI_Pack not launched yet, this thread's, in call order.
+// (QueuedMove also describes a move joined to an open launch.)
 // The thread's next MPI call other than MPI_Pack launches them (one backend call, so that
 // small strided objects share one fused kernel), and so does a move that depends on a
 // queued one (overlapping buffers, the other direction, another GPU).
@@ -56,6 +57,12 @@ struct QueuedMove {
   int device = -1;
 };
 Status queue_move(QueuedMove m);
+// TEMPI_DEFER_PACK=1 and 2: a move joined to this thread's open launch (backend.hpp,
+// join_open), after the queued packs, and in a new launch when it shares a byte with a
+// move joined before (one writes what the other reads or writes) or goes the other way.
+Status join_open_move(QueuedMove m);
+// Whether this thread has queued moves or an open launch, and launching the one and
+// closing the other: what every MPI call that hands GPU data on does first.
 bool moves_queued();
 void launch_queued_moves();
 

@@ -321,6 +321,34 @@ TEST_CASE("a pack into the gaps of an object packed just before, and one over it
   release(a);
 }
 
+TEST_CASE("a run of unpacks longer than one open launch takes, interleaved in one array", "[sequence]") {
+  // 300 objects of 4 doubles at a stride of 300 doubles, object k at double k: together
+  // they cover the array once, each one's bounds meet every other's, no two share a byte.
+  constexpr int kObjects = 300, kBlocks = 4;
+  MPI_Datatype column;
+  MPI_Type_vector(kBlocks, 1, kObjects, MPI_DOUBLE, &column);
+  const Layout l{committed(column), 1};
+  const size_t span = size_t(kObjects) * kBlocks * 8;
+  const std::vector<char> packed_host = pattern(size_t(kObjects) * size_t(l.bytes()), 90);
+  const auto packed = on_gpu(packed_host);
+  for (int round = 0; round < 2; ++round) {
+    Buf grid(Where::Gpu, span);
+    grid.fill(kPoison);
+    std::vector<char> want(span, kPoison);
+    int pos = 0, host_pos = 0;
+    for (int k = 0; k < kObjects; ++k) {
+      char *at = static_cast<char *>(grid.get()) + size_t(k) * 8;
+      REQUIRE(MPI_Unpack(packed->get(), int(packed_host.size()), &pos, at, 1, l.type, MPI_COMM_WORLD) == MPI_SUCCESS);
+      PMPI_Unpack(packed_host.data(), int(packed_host.size()), &host_pos, want.data() + size_t(k) * 8, 1, l.type,
+                  MPI_COMM_WORLD);
+    }
+    device_synchronize();  // no MPI call between the unpacks and this
+    INFO("round " << round);
+    CHECK(first_difference(grid.download(), want) == "");
+  }
+  release(l);
+}
+
 #if defined(P2P_REAL_GPU)
 TEST_CASE("unpacks between the application's own work on the legacy default stream", "[sequence]") {
   // Before: the packed bytes land by a copy the application left on the legacy default
@@ -339,6 +367,27 @@ TEST_CASE("unpacks between the application's own work on the legacy default stre
           cudaSuccess);
   REQUIRE(cudaStreamSynchronize(cudaStreamLegacy) == cudaSuccess);
   CHECK(first_difference(seen.download(), expected(l, l, 70)) == "");
+  release(l);
+}
+
+TEST_CASE("an unpack after the application queued work on the legacy default stream runs after that work",
+          "[sequence]") {
+  // The first unpack may leave a launch open; the application then queues, on the legacy
+  // default stream, a slow kernel and a copy that writes the second unpack's packed bytes.
+  // The second unpack must read what that copy wrote, not join the launch already open.
+  const Layout l{subarray3d(), 1};
+  const std::vector<char> first = pattern(l.span(), 71), second = pattern(l.span(), 72);
+  const auto p1 = on_gpu(host_packed(l, first)), staged = on_gpu(host_packed(l, second));
+  Buf packed(Where::Gpu, size_t(l.bytes())), a(Where::Gpu, l.span()), b(Where::Gpu, l.span());
+  packed.fill(kPoison);
+  a.fill(kPoison);
+  b.fill(kPoison);
+  unpack(*p1, l, a);
+  REQUIRE(copy_on_default_stream_after(packed.get(), staged->get(), size_t(l.bytes()), 20.0));
+  unpack(packed, l, b);
+  device_synchronize();
+  CHECK(first_difference(a.download(), expected(l, l, 71)) == "");
+  CHECK(first_difference(b.download(), expected(l, l, 72)) == "");
   release(l);
 }
 #endif

@@ -390,6 +390,7 @@ class EmulatedBackend final : public Backend {
       });
     }
     if (work.empty()) return Status::Ok;
+    close_thread_open();
     auto state = std::make_shared<FenceState>();
     state->stream = this_thread_stream();
     state->seq = state->stream->enqueue([work = std::move(work)] {
@@ -558,10 +559,67 @@ class EmulatedBackend final : public Backend {
     }
   }
 
-  Status issue(const std::vector<MoveJob> &jobs, bool packing, Fence &done) {
+  // This thread's open launch (join_open): one piece of work on its stream whose moves
+  // grow until it runs (a wait reaches it) or closes (the thread queues other work).
+  struct OpenWork {
+    std::mutex mutex;
+    bool packing = false, closed = false;
+    std::vector<std::function<void()>> work;
+    std::shared_ptr<FenceState> fence;
+  };
+  static std::shared_ptr<OpenWork> &thread_open() {
+    thread_local std::shared_ptr<OpenWork> open;
+    return open;
+  }
+  static void close_thread_open() {
+    std::shared_ptr<OpenWork> &open = thread_open();
+    if (!open) return;
+    std::lock_guard<std::mutex> lock(open->mutex);
+    open->closed = true;
+    open.reset();
+  }
+
+ public:
+  Status join_open(const MoveJob &job, bool packing, Fence &done) override {
     done = Fence{};
     if (injected(EmulatedFault::Launch)) return Status::GpuError;
     std::vector<std::function<void()>> work;
+    if (const Status st = moves({job}, packing, work); st != Status::Ok) return st;
+    if (work.empty()) return Status::Ok;
+    std::shared_ptr<OpenWork> &open = thread_open();
+    if (open && open->packing == packing) {
+      std::lock_guard<std::mutex> lock(open->mutex);
+      if (!open->closed) {
+        open->work.push_back(std::move(work.front()));
+        done.state = open->fence;
+        return Status::Ok;
+      }
+    }
+    close_thread_open();
+    auto next = std::make_shared<OpenWork>();
+    next->packing = packing;
+    next->work.push_back(std::move(work.front()));
+    next->fence = std::make_shared<FenceState>();
+    next->fence->stream = this_thread_stream();
+    // Run last to first, like a launch's moves (see issue()).
+    next->fence->seq = next->fence->stream->enqueue([next] {
+      std::vector<std::function<void()>> all;
+      {
+        std::lock_guard<std::mutex> lock(next->mutex);
+        next->closed = true;
+        all.swap(next->work);
+      }
+      for (auto w = all.rbegin(); w != all.rend(); ++w) (*w)();
+    });
+    done.state = next->fence;
+    open = std::move(next);
+    return Status::Ok;
+  }
+  void close_open() override { close_thread_open(); }
+
+ private:
+  // One "kernel" per job: the moves of `jobs`, to run on a stream later.
+  Status moves(const std::vector<MoveJob> &jobs, bool packing, std::vector<std::function<void()>> &work) {
     for (const MoveJob &j : jobs) {
       if (!j.plan || j.bytes < 0) return Status::Unsupported;
       const int64_t bytes = std::min(j.bytes, j.plan->packed_size());
@@ -577,7 +635,16 @@ class EmulatedBackend final : public Backend {
       work.push_back(
           [plan, typed, packed, bytes, chunk, packing] { staged(*plan, typed, packed, bytes, chunk, packing); });
     }
+    return Status::Ok;
+  }
+
+  Status issue(const std::vector<MoveJob> &jobs, bool packing, Fence &done) {
+    done = Fence{};
+    if (injected(EmulatedFault::Launch)) return Status::GpuError;
+    std::vector<std::function<void()>> work;
+    if (const Status st = moves(jobs, packing, work); st != Status::Ok) return st;
     if (work.empty()) return Status::Ok;
+    close_thread_open();  // work queued after the open launch is never overtaken by a later join
     // The moves of one launch run in no particular order on a GPU: here last to first, so
     // that a caller that puts dependent moves in one launch gets wrong bytes on CI too.
     std::reverse(work.begin(), work.end());

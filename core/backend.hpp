@@ -138,9 +138,10 @@ class Backend {
   // it runs, so that a run of deferred MPI_Pack or MPI_Unpack calls costs one launch
   // (docs/design.md, "Open launches"). The moves of one open launch run in no order among
   // themselves: join only moves that share no byte written by one of them, and call
-  // close_open() first otherwise. The launch closes by itself when this thread issues other
-  // work, when the application has queued work on the legacy default stream since it
-  // opened, when it is full, and a short while after the last join; waiting for (or
+  // close_open() first otherwise. A joined move may run before GPU work the application
+  // queued on the legacy default stream after the launch opened. The launch closes by
+  // itself when this thread issues other work, when it is full, and a short while after
+  // the last join; waiting for (or
   // querying) `done` closes it too. A move it cannot take is issued alone, as by
   // pack_async and unpack_async (which is all a backend without open launches does).
   virtual Status join_open(const MoveJob &job, bool to_packed, Fence &done) {

@@ -30,7 +30,9 @@ const std::vector<Knob> &knobs() {
        "after any device or legacy-stream synchronization, but not for the application's own non-blocking "
        "streams. 2: as 1 for MPI_Unpack; MPI_Pack returns at once and consecutive packs are launched together, "
        "as one fused kernel, by the thread's next MPI call that is not MPI_Pack; the packed output is complete "
-       "only for later MPI calls of that thread "
+       "only for later MPI calls of that thread. 3: as 2, and consecutive MPI_Unpack calls run in one kernel "
+       "that is already running when the second is called; each call of such a run may run before GPU work the "
+       "application queued after the run's first call "
        "(docs/using.md, \"Sequences of MPI_Pack and MPI_Unpack\"). 0: each call waits for its kernel."},
       {"TEMPI_WAIT", "poll",
        "How a call waits for the GPU work it issued: poll (the stream writes a word of pinned host memory after "
@@ -140,7 +142,7 @@ Config parse_config(const std::function<const char *(const char *)> &lookup) {
       warn_invalid("TEMPI_COLL_DEVICE", v);
   }
   if (const char *v = lookup("TEMPI_DEFER_PACK")) {
-    if (!std::strcmp(v, "0") || !std::strcmp(v, "1") || !std::strcmp(v, "2"))
+    if (!std::strcmp(v, "0") || !std::strcmp(v, "1") || !std::strcmp(v, "2") || !std::strcmp(v, "3"))
       c.defer_pack = v[0] - '0';
     else
       warn_invalid("TEMPI_DEFER_PACK", v);

@@ -128,17 +128,23 @@ struct FusedBatch {
   FusedDev objects[kMaxFusedObjects];
 };
 
+template <int W>
+__device__ __forceinline__ int64_t fused_offset(const FusedDev &o, uint32_t i) {
+  uint32_t row = o.per_block.div(i);
+  int64_t off = o.start + int64_t(i - row * o.words_per_block) * W;
+  for (int d = 0; d < o.ndims; ++d) {
+    const uint32_t next = o.dims[d].div(row);
+    off += int64_t(row - next * o.dims[d].d) * o.strides[d];
+    row = next;
+  }
+  return off;
+}
+
 template <int W, bool ToPacked>
 __device__ __forceinline__ void fused_object(const FusedDev &o, uint32_t i, uint32_t step) {
   using T = typename WordOf<W>::type;
   for (; i < o.nwords; i += step) {
-    uint32_t row = o.per_block.div(i);
-    int64_t off = o.start + int64_t(i - row * o.words_per_block) * W;
-    for (int d = 0; d < o.ndims; ++d) {
-      const uint32_t next = o.dims[d].div(row);
-      off += int64_t(row - next * o.dims[d].d) * o.strides[d];
-      row = next;
-    }
+    const int64_t off = fused_offset<W>(o, i);
     if (ToPacked)
       reinterpret_cast<T *>(o.dst)[i] = *reinterpret_cast<const T *>(o.src + off);
     else
@@ -164,13 +170,18 @@ __global__ void __launch_bounds__(kThreads) fused(const __grid_constant__ FusedB
 
 // An open launch (kernels.hpp): the host describes objects one at a time in pinned memory
 // while the kernel runs. Block 0 relays the descriptions into device memory (one warp
-// polls the host, so the other blocks do not each cross PCIe); the other blocks move each
-// object in turn, every block a slice of it, and read the host themselves now and then,
-// so that neither progress nor the end depends on block 0 being scheduled first.
+// polls the host, so the other blocks do not each cross PCIe). The other blocks share the
+// objects' tiles (kOpenTileWords words each, numbered across objects in publication
+// order): worker w takes tiles w, w + workers, ..., so the tiles of one object, and many
+// small objects, are moved by many blocks at once. A worker reads the host itself when the
+// relay is behind, so that neither progress nor the end depends on block 0 running.
 constexpr uint32_t kOpenSlotWords = kOpenSlotBytes / 8;
 constexpr uint32_t kOpenObjectWords = (sizeof(FusedDev) + 7) / 8;  // what is relayed and read of a slot
+constexpr uint32_t kOpenUnroll = kOpenTileWords / kThreads;        // words per thread of a tile
 static_assert(sizeof(FusedDev) <= kOpenSlotBytes, "an object's description fits its slot");
 static_assert(alignof(FusedDev) <= 8, "a description is read as 8-byte words");
+static_assert(kOpenObjectWords <= 32, "one warp reads a description");
+static_assert(kOpenTileWords % kThreads == 0, "a tile is whole rounds of a block");
 constexpr uint64_t kOpenEnded = uint64_t(1) << 31;  // in the device mirror: no more objects come
 
 __device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t *p) {
@@ -183,6 +194,11 @@ __device__ __forceinline__ uint64_t load_relaxed_sys(const uint64_t *p) {
   asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+__device__ __forceinline__ uint32_t load_relaxed_sys(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 __device__ __forceinline__ uint64_t load_acquire_gpu(const uint64_t *p) {
   uint64_t v;
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -192,20 +208,26 @@ __device__ __forceinline__ void store_release_gpu(uint64_t *p, uint64_t v) {
   asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+// Host and device areas have one layout (kernels.hpp): header, slots, tile ends.
 struct OpenView {
   const OpenHost *host;
   const uint64_t *host_slots;
+  const uint32_t *host_ends;
   uint64_t *mirror;  // epoch << 32 | kOpenEnded if so | objects relayed
   uint64_t *slots;
+  uint32_t *ends;
   uint64_t epoch;
 };
 
 __device__ __forceinline__ OpenView open_view(const OpenArgs &a) {
+  const uint8_t *h = reinterpret_cast<const uint8_t *>(a.host);
   OpenView v;
   v.host = a.host;
-  v.host_slots = reinterpret_cast<const uint64_t *>(reinterpret_cast<const uint8_t *>(a.host) + kOpenHeaderBytes);
+  v.host_slots = reinterpret_cast<const uint64_t *>(h + kOpenHeaderBytes);
+  v.host_ends = reinterpret_cast<const uint32_t *>(h + kOpenEndsOffset);
   v.mirror = reinterpret_cast<uint64_t *>(a.device);
   v.slots = reinterpret_cast<uint64_t *>(a.device + kOpenHeaderBytes);
+  v.ends = reinterpret_cast<uint32_t *>(a.device + kOpenEndsOffset);
   v.epoch = a.epoch;
   return v;
 }
@@ -236,6 +258,7 @@ __device__ void open_relay(const OpenView &v) {
         const uint32_t slot = relayed + k / kOpenObjectWords, word = k % kOpenObjectWords;
         v.slots[slot * kOpenSlotWords + word] = load_relaxed_sys(v.host_slots + slot * kOpenSlotWords + word);
       }
+      for (uint32_t k = relayed + lane; k < n; k += 32) v.ends[k] = load_relaxed_sys(v.host_ends + k);
       __threadfence();
       __syncwarp();
       if (lane == 0) store_release_gpu(v.mirror, v.epoch << 32 | n);
@@ -249,8 +272,9 @@ __device__ void open_relay(const OpenView &v) {
   }
 }
 
-// Where object j's description is (thread 0 of a worker block decides): 0 relayed to device
-// memory, 1 only on the host yet, 2 nowhere: the launch has ended.
+// Lane 0 of a worker: waits until object j exists. 0: relayed to device memory, 1: only on
+// the host yet, 2: the launch ended without it. `relayed` and `published` are what lane 0
+// knows of the two counts.
 __device__ int open_find(const OpenView &v, uint32_t j, uint32_t &relayed, uint32_t &published) {
   for (uint32_t spin = 1;; ++spin) {
     if (j < relayed) return 0;
@@ -273,30 +297,84 @@ __device__ int open_find(const OpenView &v, uint32_t j, uint32_t &relayed, uint3
   }
 }
 
+// Warp 0 of a worker: the object, from `j` on, whose tiles hold tile t (its end tile is
+// past t); -1 when the launch ends first. 32 objects' ends are compared at a time.
+__device__ int open_locate(const OpenView &v, uint32_t t, int j, uint32_t &relayed, uint32_t &published) {
+  const uint32_t lane = threadIdx.x;
+  for (;;) {
+    int where = 0;
+    if (lane == 0) where = open_find(v, uint32_t(j), relayed, published);
+    where = __shfl_sync(0xffffffffu, where, 0);
+    if (where == 2) return -1;
+    const uint32_t on_device = __shfl_sync(0xffffffffu, relayed, 0);
+    const uint32_t known = max(on_device, __shfl_sync(0xffffffffu, published, 0));
+    const uint32_t k = uint32_t(j) + lane;
+    bool past = false;
+    if (k < known) past = (k < on_device ? __ldcg(v.ends + k) : load_relaxed_sys(v.host_ends + k)) > t;
+    const unsigned hit = __ballot_sync(0xffffffffu, past);
+    if (hit) return j + __ffs(int(hit)) - 1;
+    j = int(min(known, uint32_t(j) + 32));
+  }
+}
+
+template <int W, bool ToPacked>
+__device__ __forceinline__ void open_tile(const FusedDev &o, uint32_t lo, uint32_t hi) {
+  using T = typename WordOf<W>::type;
+  T value[kOpenUnroll];
+  int64_t off[kOpenUnroll];
+#pragma unroll
+  for (uint32_t u = 0; u < kOpenUnroll; ++u) {  // every load before any store
+    const uint32_t i = lo + threadIdx.x + u * kThreads;
+    if (i < hi) {
+      off[u] = fused_offset<W>(o, i);
+      value[u] = ToPacked ? *reinterpret_cast<const T *>(o.src + off[u]) : reinterpret_cast<const T *>(o.src)[i];
+    }
+  }
+#pragma unroll
+  for (uint32_t u = 0; u < kOpenUnroll; ++u) {
+    const uint32_t i = lo + threadIdx.x + u * kThreads;
+    if (i < hi) {
+      if (ToPacked)
+        reinterpret_cast<T *>(o.dst)[i] = value[u];
+      else
+        *reinterpret_cast<T *>(o.dst + off[u]) = value[u];
+    }
+  }
+}
+
 template <bool ToPacked>
 __device__ void open_worker(const OpenView &v) {
   __shared__ uint64_t words[kOpenObjectWords];
-  __shared__ int where;
+  __shared__ int current;
   const FusedDev &o = *reinterpret_cast<const FusedDev *>(words);
-  const uint32_t step = (gridDim.x - 1) * blockDim.x, first = (blockIdx.x - 1) * blockDim.x + threadIdx.x;
-  uint32_t relayed = 0, published = 0;  // thread 0's knowledge
-  for (uint32_t j = 0;; ++j) {
-    if (threadIdx.x == 0) where = open_find(v, j, relayed, published);
-    __syncthreads();
-    const int from = where;
-    if (from == 2) return;
-    if (threadIdx.x < kOpenObjectWords)
-      words[threadIdx.x] = from == 0 ? __ldcg(v.slots + j * kOpenSlotWords + threadIdx.x)
-                                     : load_relaxed_sys(v.host_slots + j * kOpenSlotWords + threadIdx.x);
-    __syncthreads();
-    switch (o.word) {
-      case 16: fused_object<16, ToPacked>(o, first, step); break;
-      case 8: fused_object<8, ToPacked>(o, first, step); break;
-      case 4: fused_object<4, ToPacked>(o, first, step); break;
-      case 2: fused_object<2, ToPacked>(o, first, step); break;
-      default: fused_object<1, ToPacked>(o, first, step); break;
+  const uint32_t workers = gridDim.x - 1;
+  uint32_t relayed = 0, published = 0;  // lane 0 of warp 0
+  int j = 0, loaded = -1;               // warp 0
+  for (uint32_t t = blockIdx.x - 1;; t += workers) {
+    if (threadIdx.x < 32) {
+      j = open_locate(v, t, j, relayed, published);
+      if (j >= 0 && j != loaded) {
+        const bool on_device = uint32_t(j) < __shfl_sync(0xffffffffu, relayed, 0);
+        if (threadIdx.x < kOpenObjectWords) {
+          const uint32_t w = uint32_t(j) * kOpenSlotWords + threadIdx.x;
+          words[threadIdx.x] = on_device ? __ldcg(v.slots + w) : load_relaxed_sys(v.host_slots + w);
+        }
+        loaded = j;
+      }
+      if (threadIdx.x == 0) current = j;
     }
-    __syncthreads();  // before the next description overwrites this one
+    __syncthreads();
+    if (current < 0) return;
+    const uint32_t lo = (t - o.first_block) * kOpenTileWords;
+    const uint32_t hi = min(lo + kOpenTileWords, o.nwords);
+    switch (o.word) {
+      case 16: open_tile<16, ToPacked>(o, lo, hi); break;
+      case 8: open_tile<8, ToPacked>(o, lo, hi); break;
+      case 4: open_tile<4, ToPacked>(o, lo, hi); break;
+      case 2: open_tile<2, ToPacked>(o, lo, hi); break;
+      default: open_tile<1, ToPacked>(o, lo, hi); break;
+    }
+    __syncthreads();  // before warp 0 moves on to the next tile's object
   }
 }
 
@@ -466,16 +544,18 @@ int open_workers() {
     int dev = 0, sms = 1;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    return sms;
+    return 2 * sms;  // each tile is a few dependent memory round trips: two blocks per SM hide them
   }();
   return workers;
 }
 }  // namespace
 
-void describe_open(const FusedObject &o, bool to_packed, void *slot) {
+uint32_t describe_open(const FusedObject &o, bool to_packed, uint32_t first_tile, void *slot) {
   FusedDev d{};
   describe(o, to_packed, d);
+  d.first_block = first_tile;  // an open launch's objects are found by their tiles
   std::memcpy(slot, &d, sizeof d);
+  return first_tile + (d.nwords + kOpenTileWords - 1) / kOpenTileWords;
 }
 
 Status launch_open(const OpenArgs &a, bool to_packed, cudaStream_t stream) {

@@ -51,21 +51,25 @@ Status launch_fused(const FusedObject *objects, int n, bool to_packed, cudaStrea
 constexpr uint32_t kOpenCapacity = 256;   // objects per open launch
 constexpr size_t kOpenSlotBytes = 160;    // one object's description
 constexpr size_t kOpenHeaderBytes = 64;   // before the slots, in host and in device memory
+constexpr uint32_t kOpenTileWords = 1024;  // an object is moved in tiles of this many words
 struct OpenHost {
   uint32_t published;  // slots [0, published) hold objects
   uint32_t closed;     // no object will be added
 };
-// Host memory: kOpenHeaderBytes (an OpenHost) + kOpenCapacity slots, mapped for the GPU.
-// Device memory: the same size; the kernel's own copy of the slots. Zero it once when it
-// is allocated: a launch recognizes its own writes there by `epoch` (never 0, never reused).
-constexpr size_t kOpenAreaBytes = kOpenHeaderBytes + kOpenCapacity * kOpenSlotBytes;
+// Host memory, mapped for the GPU: kOpenHeaderBytes (an OpenHost), kOpenCapacity slots,
+// then kOpenCapacity tile ends (uint32_t: object k's tiles end where object k + 1's begin).
+// Device memory: the same layout; the kernel's own copy. Zero it once when it is
+// allocated: a launch recognizes its own writes there by `epoch` (never 0, never reused).
+constexpr size_t kOpenEndsOffset = kOpenHeaderBytes + kOpenCapacity * kOpenSlotBytes;
+constexpr size_t kOpenAreaBytes = kOpenEndsOffset + kOpenCapacity * sizeof(uint32_t);
 struct OpenArgs {
   const OpenHost *host;
   uint8_t *device;
   uint64_t epoch;  // below 2^32
 };
-// Writes the description of `o` (a fusable object) into a slot.
-void describe_open(const FusedObject &o, bool to_packed, void *slot);
+// Writes the description of `o` (a fusable object) into a slot, its tiles numbered from
+// `first_tile`; returns the end of its tiles.
+uint32_t describe_open(const FusedObject &o, bool to_packed, uint32_t first_tile, void *slot);
 Status launch_open(const OpenArgs &a, bool to_packed, cudaStream_t stream);
 
 // A typed-to-typed move of a fused launch: `from` read at from.typed, `to` written at

@@ -43,15 +43,17 @@ struct OpenLaunch {
   bool closed = true;
   uint64_t epoch = 0;      // of the current (or last) launch
   uint32_t count = 0;      // objects published in it
+  uint32_t tiles = 0;      // their tiles
   std::atomic<int64_t> last_join_ns{0};
 
   OpenHost *header() { return static_cast<OpenHost *>(host.get()); }
   void *slot(uint32_t k) { return static_cast<char *>(host.get()) + kOpenHeaderBytes + size_t(k) * kOpenSlotBytes; }
+  uint32_t *ends() { return reinterpret_cast<uint32_t *>(static_cast<char *>(host.get()) + kOpenEndsOffset); }
 
-  // Under `mutex`. The host writes the slot before the count: the kernel reads the count
-  // with acquire semantics, then the slot.
+  // Under `mutex`. The host writes the slot and its tile end before the count: the kernel
+  // reads the count with acquire semantics, then the rest.
   void publish(const FusedObject &o) {
-    describe_open(o, to_packed, slot(count));
+    tiles = ends()[count] = describe_open(o, to_packed, tiles, slot(count));
     __atomic_store_n(&header()->published, ++count, __ATOMIC_RELEASE);
     last_join_ns.store(now_ns(), std::memory_order_relaxed);
   }
@@ -185,13 +187,6 @@ ThreadOpen &thread_open() {
 
 uint64_t device_bit(int device) { return uint64_t(1) << std::min(device, 63); }
 
-bool legacy_stream_idle() {
-  const cudaError_t e = cudaStreamQuery(cudaStreamLegacy);
-  if (e == cudaSuccess) return true;
-  if (e != cudaErrorNotReady) cudaGetLastError();  // the application's fault: its own calls report it
-  return false;
-}
-
 // Whether this GPU's kernels can read pinned host memory where the host has it (UVA).
 bool open_launches_usable(int device) {
   static std::atomic<int> usable[kMaxDevices];  // 0 unknown, 1 yes, 2 no
@@ -235,13 +230,6 @@ Status join_open(const FusedObject &o, bool to_packed, cudaEvent_t &event, OpenM
   if (!open_launches_usable(device)) return Status::Unsupported;
   ThreadOpen &t = thread_open();
   std::shared_ptr<OpenLaunch> &cur = t.current[device];
-  // Work the application queued on the legacy default stream waits for the open launch
-  // (TEMPI's stream is a blocking one); a move called after it must not run before it. While
-  // that stream is busy, every move goes alone, after it.
-  if (!legacy_stream_idle()) {
-    close_thread_open(device);
-    return Status::Unsupported;
-  }
   if (cur && cur->to_packed == to_packed) {
     std::lock_guard<std::mutex> lock(cur->mutex);
     if (!cur->closed && cur->count < kOpenCapacity) {
@@ -264,6 +252,7 @@ Status join_open(const FusedObject &o, bool to_packed, cudaEvent_t &event, OpenM
     epoch = next->epoch = g_epoch.fetch_add(1, std::memory_order_relaxed) % 0xffffffffu + 1;
     next->to_packed = to_packed;
     next->count = 0;
+    next->tiles = 0;
     next->closed = false;
     next->header()->published = 0;
     next->header()->closed = 0;

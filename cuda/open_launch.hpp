@@ -6,10 +6,13 @@
 //     the stream runs next is never overtaken by an object joined later);
 //   - a fence of it is waited for or queried;
 //   - it is full, or the next object goes the other way;
-//   - the application queued work on the legacy default stream since it opened (that work
-//     waits for the launch, so a later object must not run before it);
 //   - nothing joined it for kOpenIdle (a timer thread), so that the application's own
 //     synchronization, or its next kernel, never waits for more than that.
+// Work the application queues on the legacy default stream while a launch is open waits for
+// the launch's end, so an object joined after that work runs before it: the caller's
+// contract (TEMPI_DEFER_PACK=3, docs/using.md) allows it. (The CUDA runtime cannot tell
+// TEMPI whether such work was queued: the legacy stream reports busy while any blocking
+// stream, TEMPI's included, has work.)
 #pragma once
 
 #include <cuda_runtime_api.h>

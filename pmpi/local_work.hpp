@@ -57,7 +57,7 @@ struct QueuedMove {
   int device = -1;
 };
 Status queue_move(QueuedMove m);
-// TEMPI_DEFER_PACK=1 and 2: a move joined to this thread's open launch (backend.hpp,
+// TEMPI_DEFER_PACK=3: a move joined to this thread's open launch (backend.hpp,
 // join_open), after the queued packs, and in a new launch when it shares a byte with a
 // move joined before (one writes what the other reads or writes) or goes the other way.
 Status join_open_move(QueuedMove m);

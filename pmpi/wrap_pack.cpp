@@ -19,11 +19,11 @@ namespace {
 
 bool on_gpu(const void *p) { return gpu_backend().classify(p) != MemorySpace::Host; }
 
-// TEMPI_DEFER_PACK=1: a move between two buffers in device memory of one GPU joins this
-// thread's open launch (a kernel already running, which takes the moves of consecutive
-// calls) and is not waited for; =2: the same for an unpack, and a pack is queued, to be
-// launched with the packs around it (local_work.hpp). Returns false when the buffers do
-// not qualify (the caller then moves the data and waits).
+// TEMPI_DEFER_PACK=1: a move between two buffers in device memory of one GPU is issued
+// on this thread's stream and not waited for; =2: a pack is queued, to be launched with
+// the packs around it (local_work.hpp); =3: as 2, and an unpack joins this thread's open
+// launch (a kernel already running, which takes the unpacks of consecutive calls).
+// Returns false when the buffers do not qualify (the caller then moves the data and waits).
 bool defer_move(const std::shared_ptr<const TypeInfo> &info, const Plan &plan, const void *typed, void *packed,
                 int64_t bytes, bool to_packed, Status &st) {
   if (!config().defer_pack) return false;
@@ -31,10 +31,23 @@ bool defer_move(const std::shared_ptr<const TypeInfo> &info, const Plan &plan, c
   if (b.classify(typed) != MemorySpace::Device || b.classify(packed) != MemorySpace::Device) return false;
   const int device = b.device_of(typed);
   if (device != b.device_of(packed)) return false;
-  // Mode 2 queues packs only: their packed output is what MPI calls read next. An unpack
-  // feeds the application's own kernels, so it runs now, in the open launch.
-  QueuedMove m{info, plan, const_cast<void *>(typed), packed, bytes, to_packed, device};
-  st = config().defer_pack == 2 && to_packed ? queue_move(std::move(m)) : join_open_move(std::move(m));
+  // Modes 2 and 3 queue packs only: their packed output is what MPI calls read next. An
+  // unpack feeds the application's own kernels, so it is launched now, after the queued
+  // packs (mode 3: into the open launch).
+  const int mode = config().defer_pack;
+  if (mode >= 2 && to_packed) {
+    st = queue_move({info, plan, const_cast<void *>(typed), packed, bytes, to_packed, device});
+    return true;
+  }
+  if (mode == 3) {
+    st = join_open_move({info, plan, const_cast<void *>(typed), packed, bytes, to_packed, device});
+    return true;
+  }
+  launch_queued_moves();
+  const std::vector<MoveJob> job{{&plan, const_cast<void *>(typed), packed, bytes, Transfer{Method::Device, bytes}}};
+  Fence done;
+  st = to_packed ? b.pack_async(job, done) : b.unpack_async(job, done);
+  if (st == Status::Ok) local_work().add(done, device);
   return true;
 }
 

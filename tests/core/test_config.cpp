@@ -44,7 +44,8 @@ TEST_CASE("values are parsed; invalid ones keep the default", "[config]") {
   CHECK_FALSE(parse({{"TEMPI_EAGER_SENDS", "yes please"}}).eager_sends);
   CHECK(parse({{"TEMPI_DEFER_PACK", "1"}}).defer_pack == 1);
   CHECK(parse({{"TEMPI_DEFER_PACK", "2"}}).defer_pack == 2);
-  CHECK(parse({{"TEMPI_DEFER_PACK", "3"}}).defer_pack == 0);
+  CHECK(parse({{"TEMPI_DEFER_PACK", "3"}}).defer_pack == 3);
+  CHECK(parse({{"TEMPI_DEFER_PACK", "4"}}).defer_pack == 0);
   CHECK(parse({{"TEMPI_PROFILE", "/p.json"}}).profile == "/p.json");
   CHECK(parse({}).profile.empty());
   CHECK_FALSE(parse({{"TEMPI_WAIT", "sync"}}).wait_by_polling);

@@ -169,19 +169,25 @@ __global__ void __launch_bounds__(kThreads) fused(const __grid_constant__ FusedB
 }
 
 // An open launch (kernels.hpp): the host describes objects one at a time in pinned memory
-// while the kernel runs. Block 0 relays the descriptions into device memory (one warp
-// polls the host, so the other blocks do not each cross PCIe). The other blocks share the
-// objects' tiles (kOpenTileWords words each, numbered across objects in publication
-// order): worker w takes tiles w, w + workers, ..., so the tiles of one object, and many
-// small objects, are moved by many blocks at once. A worker reads the host itself when the
-// relay is behind, so that neither progress nor the end depends on block 0 running.
+// while the kernel runs. One warp relays the descriptions into device memory, so that the
+// other warps never read host memory: every block has one warp more than its workers, and
+// the first block to start makes its extra warp the relay (the others' leave at once), so
+// the relay runs whatever order the blocks are scheduled in. The worker warps of every
+// block share the objects' tiles (kOpenTileWords words each, numbered across objects in
+// publication order): block b takes tiles b, b + blocks, ..., so the tiles of one object,
+// and many small objects, are moved by many blocks at once.
+//
+// Measured on an H100 (2026-11-24): reads of pinned host memory cost about 2 us a round
+// trip, and when all 264 worker blocks polled the host as well, the relay's own reads
+// slowed to about 1 ms in all; so only the relay reads it, with its loads batched.
 constexpr uint32_t kOpenSlotWords = kOpenSlotBytes / 8;
 constexpr uint32_t kOpenObjectWords = (sizeof(FusedDev) + 7) / 8;  // what is relayed and read of a slot
 constexpr uint32_t kOpenUnroll = kOpenTileWords / kThreads;        // words per thread of a tile
+constexpr uint32_t kOpenRelayBatch = 8;                            // host loads in flight per relay lane
 static_assert(sizeof(FusedDev) <= kOpenSlotBytes, "an object's description fits its slot");
 static_assert(alignof(FusedDev) <= 8, "a description is read as 8-byte words");
 static_assert(kOpenObjectWords <= 32, "one warp reads a description");
-static_assert(kOpenTileWords % kThreads == 0, "a tile is whole rounds of a block");
+static_assert(kOpenTileWords % kThreads == 0, "a tile is whole rounds of the worker warps");
 constexpr uint64_t kOpenEnded = uint64_t(1) << 31;  // in the device mirror: no more objects come
 
 __device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t *p) {
@@ -189,14 +195,16 @@ __device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t *p) {
   asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+// Relaxed loads of host memory, free to be issued together (ordered after the acquire of
+// the count by the warp's own program order and the acquire's semantics).
 __device__ __forceinline__ uint64_t load_relaxed_sys(const uint64_t *p) {
   uint64_t v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p));
   return v;
 }
 __device__ __forceinline__ uint32_t load_relaxed_sys(const uint32_t *p) {
   uint32_t v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p));
   return v;
 }
 __device__ __forceinline__ uint64_t load_acquire_gpu(const uint64_t *p) {
@@ -207,16 +215,22 @@ __device__ __forceinline__ uint64_t load_acquire_gpu(const uint64_t *p) {
 __device__ __forceinline__ void store_release_gpu(uint64_t *p, uint64_t v) {
   asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+// A barrier of a block's worker warps only (the relay warp never joins it).
+__device__ __forceinline__ void workers_sync() { asm volatile("bar.sync 1, %0;" ::"r"(kThreads) : "memory"); }
 
-// Host and device areas have one layout (kernels.hpp): header, slots, tile ends.
+// Host and device areas have one layout (kernels.hpp): header, slots, tile ends. The
+// device header holds the mirror (epoch << 32 | kOpenEnded once the launch ended | objects
+// relayed) and the election word (the epoch of the last launch whose relay was chosen).
 struct OpenView {
   const OpenHost *host;
   const uint64_t *host_slots;
   const uint32_t *host_ends;
-  uint64_t *mirror;  // epoch << 32 | kOpenEnded if so | objects relayed
+  uint64_t *mirror;
+  unsigned long long *elected;
   uint64_t *slots;
   uint32_t *ends;
-  uint64_t epoch;
+  uint64_t epoch;  // of this launch
+  uint64_t tag;    // its low 32 bits, as the mirror holds them
 };
 
 __device__ __forceinline__ OpenView open_view(const OpenArgs &a) {
@@ -226,9 +240,11 @@ __device__ __forceinline__ OpenView open_view(const OpenArgs &a) {
   v.host_slots = reinterpret_cast<const uint64_t *>(h + kOpenHeaderBytes);
   v.host_ends = reinterpret_cast<const uint32_t *>(h + kOpenEndsOffset);
   v.mirror = reinterpret_cast<uint64_t *>(a.device);
+  v.elected = reinterpret_cast<unsigned long long *>(a.device + 8);
   v.slots = reinterpret_cast<uint64_t *>(a.device + kOpenHeaderBytes);
   v.ends = reinterpret_cast<uint32_t *>(a.device + kOpenEndsOffset);
   v.epoch = a.epoch;
+  v.tag = a.epoch & 0xffffffffu;
   return v;
 }
 
@@ -238,9 +254,27 @@ __device__ __forceinline__ uint32_t host_published(const OpenHost *h) {
   return n < kOpenCapacity ? n : kOpenCapacity;
 }
 
+// Copies descriptions [from, to) and their tile ends from the host into device memory.
+__device__ void open_relay_copy(const OpenView &v, uint32_t from, uint32_t to, uint32_t lane) {
+  const uint32_t words = (to - from) * kOpenObjectWords;
+  for (uint32_t k0 = 0; k0 < words; k0 += 32 * kOpenRelayBatch) {
+    uint64_t value[kOpenRelayBatch];
+#pragma unroll
+    for (uint32_t u = 0; u < kOpenRelayBatch; ++u) {
+      const uint32_t k = k0 + lane + 32 * u;
+      if (k < words) value[u] = load_relaxed_sys(v.host_slots + (from + k / kOpenObjectWords) * kOpenSlotWords + k % kOpenObjectWords);
+    }
+#pragma unroll
+    for (uint32_t u = 0; u < kOpenRelayBatch; ++u) {
+      const uint32_t k = k0 + lane + 32 * u;
+      if (k < words) v.slots[(from + k / kOpenObjectWords) * kOpenSlotWords + k % kOpenObjectWords] = value[u];
+    }
+  }
+  for (uint32_t k = from + lane; k < to; k += 32) v.ends[k] = load_relaxed_sys(v.host_ends + k);
+}
+
 __device__ void open_relay(const OpenView &v) {
-  if (threadIdx.x >= 32) return;
-  const uint32_t lane = threadIdx.x;
+  const uint32_t lane = threadIdx.x % 32;
   uint32_t relayed = 0;
   for (;;) {
     uint32_t n = 0, closed = 0;
@@ -254,17 +288,13 @@ __device__ void open_relay(const OpenView &v) {
     n = __shfl_sync(0xffffffffu, n, 0);
     closed = __shfl_sync(0xffffffffu, closed, 0);
     if (n > relayed) {
-      for (uint32_t k = lane; k < (n - relayed) * kOpenObjectWords; k += 32) {
-        const uint32_t slot = relayed + k / kOpenObjectWords, word = k % kOpenObjectWords;
-        v.slots[slot * kOpenSlotWords + word] = load_relaxed_sys(v.host_slots + slot * kOpenSlotWords + word);
-      }
-      for (uint32_t k = relayed + lane; k < n; k += 32) v.ends[k] = load_relaxed_sys(v.host_ends + k);
+      open_relay_copy(v, relayed, n, lane);
       __threadfence();
       __syncwarp();
-      if (lane == 0) store_release_gpu(v.mirror, v.epoch << 32 | n);
+      if (lane == 0) store_release_gpu(v.mirror, v.tag << 32 | n);
       relayed = n;
     } else if (closed) {
-      if (lane == 0) store_release_gpu(v.mirror, v.epoch << 32 | kOpenEnded | relayed);
+      if (lane == 0) store_release_gpu(v.mirror, v.tag << 32 | kOpenEnded | relayed);
       return;
     } else {
       __nanosleep(256);
@@ -272,46 +302,32 @@ __device__ void open_relay(const OpenView &v) {
   }
 }
 
-// Lane 0 of a worker: waits until object j exists. 0: relayed to device memory, 1: only on
-// the host yet, 2: the launch ended without it. `relayed` and `published` are what lane 0
-// knows of the two counts.
-__device__ int open_find(const OpenView &v, uint32_t j, uint32_t &relayed, uint32_t &published) {
-  for (uint32_t spin = 1;; ++spin) {
-    if (j < relayed) return 0;
-    if (j < published) return 1;
+// Lane 0 of a block's first worker warp: waits until object j has been relayed (true) or
+// the launch has ended without it (false). `relayed` is what it knows of the count.
+__device__ bool open_find(const OpenView &v, uint32_t j, uint32_t &relayed) {
+  while (j >= relayed) {
     const uint64_t m = load_acquire_gpu(v.mirror);
-    if ((m >> 32) == v.epoch) {
+    if ((m >> 32) == v.tag) {
       relayed = uint32_t(m) & uint32_t(kOpenEnded - 1);
-      if (j < relayed) return 0;
-      if (m & kOpenEnded) return 2;
-    }
-    if ((spin & 63) == 0) {  // block 0 may not run yet: ask the host itself
-      published = host_published(v.host);
-      if (j < published) return 1;
-      if (load_acquire_sys(&v.host->closed)) {
-        published = host_published(v.host);
-        return j < published ? 1 : 2;
-      }
+      if (j < relayed) break;
+      if (m & kOpenEnded) return false;
     }
     __nanosleep(128);
   }
+  return true;
 }
 
-// Warp 0 of a worker: the object, from `j` on, whose tiles hold tile t (its end tile is
+// The first worker warp: the object, from `j` on, whose tiles hold tile t (its end tile is
 // past t); -1 when the launch ends first. 32 objects' ends are compared at a time.
-__device__ int open_locate(const OpenView &v, uint32_t t, int j, uint32_t &relayed, uint32_t &published) {
+__device__ int open_locate(const OpenView &v, uint32_t t, int j, uint32_t &relayed) {
   const uint32_t lane = threadIdx.x;
   for (;;) {
-    int where = 0;
-    if (lane == 0) where = open_find(v, uint32_t(j), relayed, published);
-    where = __shfl_sync(0xffffffffu, where, 0);
-    if (where == 2) return -1;
-    const uint32_t on_device = __shfl_sync(0xffffffffu, relayed, 0);
-    const uint32_t known = max(on_device, __shfl_sync(0xffffffffu, published, 0));
+    int found = 0;
+    if (lane == 0) found = open_find(v, uint32_t(j), relayed);
+    if (!__shfl_sync(0xffffffffu, found, 0)) return -1;
+    const uint32_t known = __shfl_sync(0xffffffffu, relayed, 0);
     const uint32_t k = uint32_t(j) + lane;
-    bool past = false;
-    if (k < known) past = (k < on_device ? __ldcg(v.ends + k) : load_relaxed_sys(v.host_ends + k)) > t;
-    const unsigned hit = __ballot_sync(0xffffffffu, past);
+    const unsigned hit = __ballot_sync(0xffffffffu, k < known && __ldcg(v.ends + k) > t);
     if (hit) return j + __ffs(int(hit)) - 1;
     j = int(min(known, uint32_t(j) + 32));
   }
@@ -347,23 +363,18 @@ __device__ void open_worker(const OpenView &v) {
   __shared__ uint64_t words[kOpenObjectWords];
   __shared__ int current;
   const FusedDev &o = *reinterpret_cast<const FusedDev *>(words);
-  const uint32_t workers = gridDim.x - 1;
-  uint32_t relayed = 0, published = 0;  // lane 0 of warp 0
-  int j = 0, loaded = -1;               // warp 0
-  for (uint32_t t = blockIdx.x - 1;; t += workers) {
+  uint32_t relayed = 0;   // lane 0 of warp 0
+  int j = 0, loaded = -1;  // warp 0
+  for (uint32_t t = blockIdx.x;; t += gridDim.x) {
     if (threadIdx.x < 32) {
-      j = open_locate(v, t, j, relayed, published);
+      j = open_locate(v, t, j, relayed);
       if (j >= 0 && j != loaded) {
-        const bool on_device = uint32_t(j) < __shfl_sync(0xffffffffu, relayed, 0);
-        if (threadIdx.x < kOpenObjectWords) {
-          const uint32_t w = uint32_t(j) * kOpenSlotWords + threadIdx.x;
-          words[threadIdx.x] = on_device ? __ldcg(v.slots + w) : load_relaxed_sys(v.host_slots + w);
-        }
+        if (threadIdx.x < kOpenObjectWords) words[threadIdx.x] = __ldcg(v.slots + uint32_t(j) * kOpenSlotWords + threadIdx.x);
         loaded = j;
       }
       if (threadIdx.x == 0) current = j;
     }
-    __syncthreads();
+    workers_sync();
     if (current < 0) return;
     const uint32_t lo = (t - o.first_block) * kOpenTileWords;
     const uint32_t hi = min(lo + kOpenTileWords, o.nwords);
@@ -374,17 +385,18 @@ __device__ void open_worker(const OpenView &v) {
       case 2: open_tile<2, ToPacked>(o, lo, hi); break;
       default: open_tile<1, ToPacked>(o, lo, hi); break;
     }
-    __syncthreads();  // before warp 0 moves on to the next tile's object
+    workers_sync();  // before warp 0 moves on to the next tile's object
   }
 }
 
+// kThreads worker threads and one warp that may become the relay.
 template <bool ToPacked>
-__global__ void __launch_bounds__(kThreads) open_moves(const OpenArgs a) {
+__global__ void __launch_bounds__(kThreads + 32) open_moves(const OpenArgs a) {
   const OpenView v = open_view(a);
-  if (blockIdx.x == 0)
-    open_relay(v);
-  else
-    open_worker<ToPacked>(v);
+  if (threadIdx.x < kThreads) return open_worker<ToPacked>(v);
+  unsigned long long previous = 0;
+  if (threadIdx.x == kThreads) previous = atomicMax(v.elected, (unsigned long long)v.epoch);
+  if (__shfl_sync(0xffffffffu, previous, 0) < v.epoch) open_relay(v);
 }
 
 // Typed-to-typed pairs: both sides walk the same word index through their own strides.
@@ -559,11 +571,11 @@ uint32_t describe_open(const FusedObject &o, bool to_packed, uint32_t first_tile
 }
 
 Status launch_open(const OpenArgs &a, bool to_packed, cudaStream_t stream) {
-  const int grid = 1 + open_workers();
+  const int grid = open_workers();
   if (to_packed)
-    open_moves<true><<<grid, kThreads, 0, stream>>>(a);
+    open_moves<true><<<grid, kThreads + 32, 0, stream>>>(a);
   else
-    open_moves<false><<<grid, kThreads, 0, stream>>>(a);
+    open_moves<false><<<grid, kThreads + 32, 0, stream>>>(a);
   TEMPI_CUDA(cudaGetLastError());
   return Status::Ok;
 }

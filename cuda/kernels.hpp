@@ -65,7 +65,7 @@ constexpr size_t kOpenAreaBytes = kOpenEndsOffset + kOpenCapacity * sizeof(uint3
 struct OpenArgs {
   const OpenHost *host;
   uint8_t *device;
-  uint64_t epoch;  // below 2^32
+  uint64_t epoch;  // larger than every earlier launch's on this area; its low 32 bits never 0
 };
 // Writes the description of `o` (a fusable object) into a slot, its tiles numbered from
 // `first_tile`; returns the end of its tiles.

@@ -98,7 +98,8 @@ Status create_open(int device, cudaStream_t stream, std::shared_ptr<OpenLaunch> 
   TEMPI_TRY(Buffer::allocate(Buffer::Kind::Pinned, kOpenAreaBytes, l->host));
   TEMPI_TRY(Buffer::allocate(Buffer::Kind::Device, kOpenAreaBytes, l->area));
   TEMPI_TRY(Event::create(l->ended));
-  // The mirror word starts at 0, an epoch no launch has: no launch mistakes it for its own.
+  // The mirror and the election word start at 0, below every epoch: no launch mistakes
+  // them for its own.
   TEMPI_CUDA(cudaMemsetAsync(l->area.get(), 0, kOpenAreaBytes, stream));
   out = std::move(l);
   return Status::Ok;
@@ -249,7 +250,10 @@ Status join_open(const FusedObject &o, bool to_packed, cudaEvent_t &event, OpenM
   uint64_t epoch;
   {
     std::lock_guard<std::mutex> lock(next->mutex);
-    epoch = next->epoch = g_epoch.fetch_add(1, std::memory_order_relaxed) % 0xffffffffu + 1;
+    do
+      epoch = g_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
+    while ((epoch & 0xffffffffu) == 0);  // the device mirror tells launches apart by these bits
+    next->epoch = epoch;
     next->to_packed = to_packed;
     next->count = 0;
     next->tiles = 0;

@@ -443,17 +443,18 @@ class CudaBackend final : public Backend {
     return Status::Ok;
   }
 
-  // Objects above this go alone: an object's own kernel (tiled, unrolled, a grid sized to
-  // it) beats the open launch's plain loop by more than a launch costs (about 4 us on an
-  // H100, bench_call) once it moves megabytes. One contiguous run always goes alone: the
-  // copy engines move it, and so keep the open launch's SMs free.
+  // Objects above this go alone: an object's own kernel (tiled, a grid sized to it), or
+  // the copy engines for one contiguous run, beat the open launch's tiles by more than a
+  // launch costs (about 4 us on an H100, bench_call) once it moves megabytes. Below it, a
+  // contiguous run joins too: a halo's corners and x-edges are single runs, and each one
+  // sent alone would close the launch between two ghost faces.
   static constexpr int64_t kOpenMaxBytes = int64_t(1) << 20;
 
   Status join_open(const MoveJob &j, bool to_packed, Fence &done) override {
     done = Fence{};
     if (j.bytes <= 0 || j.plan->packed_size() <= 0) return Status::Ok;
     FusedObject o;
-    if (j.plan->contiguous() || !describe_fused(j, j.packed, o) || o.bytes > kOpenMaxBytes)
+    if (!describe_fused(j, j.packed, o) || o.bytes > kOpenMaxBytes)
       return issue({j}, to_packed, done);
     auto fence = std::make_shared<CudaFence>();
     fence->device = current_device();

@@ -48,33 +48,36 @@ void LocalWork::settle() {
 
 namespace {
 
-thread_local std::vector<QueuedMove> t_queued;  // TEMPI_DEFER_PACK=2's packs, not launched yet
-// The moves this thread joined to its open launch since it last closed it (the backend
-// may have closed it earlier by itself: then these only make the checks below stricter).
-thread_local std::vector<QueuedMove> t_open;
-
 struct Range {
   const char *lo, *hi;
   bool overlaps(const Range &o) const { return lo < o.hi && o.lo < hi; }
 };
 
-// The bytes a move's typed object may touch (bounds, not exact).
-Range typed_range(const QueuedMove &m) {
-  const auto [lo, hi] = m.plan.typed_bounds();
-  return {static_cast<const char *>(m.typed) + lo, static_cast<const char *>(m.typed) + hi};
-}
-Range packed_range(const QueuedMove &m) {
-  return {static_cast<const char *>(m.packed), static_cast<const char *>(m.packed) + m.bytes};
-}
+// A move with the bounds of its two sides, worked out once: a move is compared with every
+// one listed before it, so a phase of n calls makes n^2/2 comparisons.
+struct Listed {
+  QueuedMove m;
+  Range typed, packed;  // the typed object's bounds (not exact); the packed bytes
+  explicit Listed(QueuedMove move) : m(std::move(move)) {
+    const auto [lo, hi] = m.plan.typed_bounds();
+    typed = {static_cast<const char *>(m.typed) + lo, static_cast<const char *>(m.typed) + hi};
+    packed = {static_cast<const char *>(m.packed), static_cast<const char *>(m.packed) + m.bytes};
+  }
+};
+
+thread_local std::vector<Listed> t_queued;  // TEMPI_DEFER_PACK=2's packs, not launched yet
+// The moves this thread joined to its open launch since it last closed it (the backend
+// may have closed it earlier by itself: then these only make the checks below stricter).
+thread_local std::vector<Listed> t_open;
 
 int64_t address(const void *p) { return int64_t(reinterpret_cast<uintptr_t>(p)); }
 
 // Whether the packed bytes of `p` meet the typed object of `t` (bounds first, then the
 // object's own bytes: a strided object's bounds may hold another's packed buffer, as
 // when one allocation holds an array and the buffers its faces are packed into).
-bool packed_meets_typed(const QueuedMove &p, const QueuedMove &t) {
-  const Range pr = packed_range(p);
-  return pr.overlaps(typed_range(t)) && may_share_bytes(t.plan, address(t.typed), address(pr.lo), address(pr.hi));
+bool packed_meets_typed(const Listed &p, const Listed &t) {
+  return p.packed.overlaps(t.typed) &&
+         may_share_bytes(t.m.plan, address(t.m.typed), address(p.packed.lo), address(p.packed.hi));
 }
 
 // may_share_bytes for two typed objects, remembered: a halo exchange unpacks the same
@@ -82,8 +85,9 @@ bool packed_meets_typed(const QueuedMove &p, const QueuedMove &t) {
 // so each unpack would otherwise repeat the exact test against each earlier one. The key
 // is what decides the answer: both plans (a datatype's plan id, never reused, and the
 // packed size, which fixes the count) and the distance between the two objects.
-bool typed_objects_meet(const QueuedMove &a, const QueuedMove &b) {
-  if (!typed_range(a).overlaps(typed_range(b))) return false;
+bool typed_objects_meet(const Listed &x, const Listed &y) {
+  if (!x.typed.overlaps(y.typed)) return false;
+  const QueuedMove &a = x.m, &b = y.m;
   if (a.plan.id == 0 || b.plan.id == 0)
     return may_share_bytes(a.plan, address(a.typed), b.plan, address(b.typed));
   struct Key {
@@ -115,29 +119,28 @@ bool typed_objects_meet(const QueuedMove &a, const QueuedMove &b) {
 // byte that one of them writes, another reads or writes. A pack reads its typed object and
 // writes its packed bytes; an unpack the reverse. Moves the other way, or on another GPU,
 // are never put beside these.
-bool conflicts(const QueuedMove &m, const std::vector<QueuedMove> &in) {
+bool conflicts(const Listed &m, const std::vector<Listed> &in) {
   if (in.empty()) return false;
-  if (in.front().to_packed != m.to_packed || in.front().device != m.device) return true;
-  const Range mp = packed_range(m);
-  for (const QueuedMove &q : in) {
+  if (in.front().m.to_packed != m.m.to_packed || in.front().m.device != m.m.device) return true;
+  for (const Listed &q : in) {
     if (packed_meets_typed(q, m) || packed_meets_typed(m, q)) return true;
-    if (m.to_packed ? packed_range(q).overlaps(mp) : typed_objects_meet(q, m)) return true;
+    if (m.m.to_packed ? q.packed.overlaps(m.packed) : typed_objects_meet(q, m)) return true;
   }
   return false;
 }
 
 void launch_queue() {
-  std::vector<QueuedMove> batch;
+  std::vector<Listed> batch;
   batch.swap(t_queued);
   t_open.clear();  // the launch below comes after the open one, which it closes
   std::vector<MoveJob> jobs;
   jobs.reserve(batch.size());
-  for (QueuedMove &m : batch) jobs.push_back({&m.plan, m.typed, m.packed, m.bytes, Transfer{Method::Device, m.bytes}});
+  for (Listed &l : batch) jobs.push_back({&l.m.plan, l.m.typed, l.m.packed, l.m.bytes, Transfer{Method::Device, l.m.bytes}});
   Backend &b = gpu_backend();
-  const int device = batch.front().device;
+  const int device = batch.front().m.device;
   const int previous = device >= 0 ? b.use_device(device) : -1;
   Fence done;
-  const Status st = batch.front().to_packed ? b.pack_async(jobs, done) : b.unpack_async(jobs, done);
+  const Status st = batch.front().m.to_packed ? b.pack_async(jobs, done) : b.unpack_async(jobs, done);
   if (previous >= 0) b.use_device(previous);
   // The MPI calls that queued these moves returned long ago: nobody is left to take an
   // error code, so the failure is logged where it is decided.
@@ -150,7 +153,7 @@ void launch_queue() {
 void close_open_moves() {
   if (t_open.empty()) return;
   Backend &b = gpu_backend();
-  const int device = t_open.front().device;
+  const int device = t_open.front().m.device;
   const int previous = device >= 0 ? b.use_device(device) : -1;
   b.close_open();
   if (previous >= 0) b.use_device(previous);
@@ -167,22 +170,24 @@ void launch_queued_moves() {
 }
 
 Status queue_move(QueuedMove m) {
-  if (conflicts(m, t_queued)) launch_queue();
-  t_queued.push_back(std::move(m));
+  Listed l(std::move(m));
+  if (conflicts(l, t_queued)) launch_queue();
+  t_queued.push_back(std::move(l));
   return Status::Ok;
 }
 
 Status join_open_move(QueuedMove m) {
   if (!t_queued.empty()) launch_queue();
+  Listed l(std::move(m));
   // A full list is closed too: the backend's launch holds as many objects.
-  if (t_open.size() >= 256 || conflicts(m, t_open)) close_open_moves();
+  if (t_open.size() >= 256 || conflicts(l, t_open)) close_open_moves();
   Backend &b = gpu_backend();
-  const MoveJob job{&m.plan, m.typed, m.packed, m.bytes, Transfer{Method::Device, m.bytes}};
+  const MoveJob job{&l.m.plan, l.m.typed, l.m.packed, l.m.bytes, Transfer{Method::Device, l.m.bytes}};
   Fence done;
-  const Status st = b.join_open(job, m.to_packed, done);
+  const Status st = b.join_open(job, l.m.to_packed, done);
   if (st != Status::Ok) return st;
-  const int device = m.device;
-  t_open.push_back(std::move(m));
+  const int device = l.m.device;
+  t_open.push_back(std::move(l));
   local_work().add(done, device);
   return Status::Ok;
 }

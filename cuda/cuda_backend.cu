@@ -810,7 +810,9 @@ class CudaBackend final : public Backend {
         if (j.bytes <= 0) continue;
         FusedObject o;
         const bool whole = j.transfer.method != Method::Staged || j.transfer.chunk >= j.bytes;
-        const bool copy_engine = j.plan->contiguous() && j.bytes > kOpenMaxBytes;
+        // (The staged method keeps its one copy per contiguous job straight to the host.)
+        const bool copy_engine =
+            j.plan->contiguous() && (j.bytes > kOpenMaxBytes || j.transfer.method == Method::Staged);
         if (copy_engine || !whole || !describe_fused(j, j.packed, o) || runs_alone(o)) {
           TEMPI_TRY(issue_one(j, to_packed, stream, *fence));
           continue;

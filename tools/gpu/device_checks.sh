@@ -56,6 +56,12 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   TEMPI_METHOD=staged TEMPI_PIPELINE_THRESHOLD=1000 TEMPI_PIPELINE_CHUNK=333 timeout 300 $launcher $margs -n 2 compute-sanitizer --tool memcheck \
     --error-exitcode 9 $b/tests/gpu/test_gpu_p2p "~[large]" > "$out/sanitizer-p2p-$mpi.log" 2>&1
   echo "compute-sanitizer memcheck (p2p, 2 ranks, pipelined) exit: $?"; grep -E "ERROR SUMMARY|test cases|All tests" "$out/sanitizer-p2p-$mpi.log"
+  # open launches (TEMPI_DEFER_PACK=3): the kernel that reads its objects from host memory
+  for tool in memcheck synccheck; do
+    TEMPI_DEFER_PACK=3 timeout 300 $launcher $margs -n 2 compute-sanitizer --tool $tool --error-exitcode 9 \
+      $b/tests/gpu/test_gpu_pack_sequence > "$out/sanitizer-open-$tool-$mpi.log" 2>&1
+    echo "compute-sanitizer $tool (open launches, 2 ranks) exit: $?"; grep -E "ERROR SUMMARY|test cases|All tests" "$out/sanitizer-open-$tool-$mpi.log"
+  done
 fi
 if [ "${SANITIZE:-1}" = 1 ] && [ -x $b/tests/gpu/test_gpu_storm ]; then
   for tool in memcheck racecheck; do

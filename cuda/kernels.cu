@@ -128,8 +128,9 @@ struct FusedBatch {
   FusedDev objects[kMaxFusedObjects];
 };
 
-template <int W>
-__device__ __forceinline__ int64_t fused_offset(const FusedDev &o, uint32_t i) {
+// The typed offset of word i of a strided shape (FusedDev, SideDev: the same fields).
+template <int W, class Shape>
+__device__ __forceinline__ int64_t word_offset(const Shape &o, uint32_t i) {
   uint32_t row = o.per_block.div(i);
   int64_t off = o.start + int64_t(i - row * o.words_per_block) * W;
   for (int d = 0; d < o.ndims; ++d) {
@@ -144,7 +145,7 @@ template <int W, bool ToPacked>
 __device__ __forceinline__ void fused_object(const FusedDev &o, uint32_t i, uint32_t step) {
   using T = typename WordOf<W>::type;
   for (; i < o.nwords; i += step) {
-    const int64_t off = fused_offset<W>(o, i);
+    const int64_t off = word_offset<W>(o, i);
     if (ToPacked)
       reinterpret_cast<T *>(o.dst)[i] = *reinterpret_cast<const T *>(o.src + off);
     else
@@ -342,7 +343,7 @@ __device__ __forceinline__ void open_tile(const FusedDev &o, uint32_t lo, uint32
   for (uint32_t u = 0; u < kOpenUnroll; ++u) {  // every load before any store
     const uint32_t i = lo + threadIdx.x + u * kThreads;
     if (i < hi) {
-      off[u] = fused_offset<W>(o, i);
+      off[u] = word_offset<W>(o, i);
       value[u] = ToPacked ? *reinterpret_cast<const T *>(o.src + off[u]) : reinterpret_cast<const T *>(o.src)[i];
     }
   }
@@ -419,23 +420,11 @@ struct PairBatch {
 };
 
 template <int W>
-__device__ __forceinline__ int64_t offset_of(const SideDev &s, uint32_t i) {
-  uint32_t row = s.per_block.div(i);
-  int64_t off = s.start + int64_t(i - row * s.words_per_block) * W;
-  for (int d = 0; d < s.ndims; ++d) {
-    const uint32_t next = s.dims[d].div(row);
-    off += int64_t(row - next * s.dims[d].d) * s.strides[d];
-    row = next;
-  }
-  return off;
-}
-
-template <int W>
 __device__ __forceinline__ void pair_object(const PairDev &p, uint32_t i, uint32_t step) {
   using T = typename WordOf<W>::type;
   for (; i < p.nwords; i += step)
-    *reinterpret_cast<T *>(p.to.base + offset_of<W>(p.to, i)) =
-        *reinterpret_cast<const T *>(p.from.base + offset_of<W>(p.from, i));
+    *reinterpret_cast<T *>(p.to.base + word_offset<W>(p.to, i)) =
+        *reinterpret_cast<const T *>(p.from.base + word_offset<W>(p.from, i));
 }
 
 __global__ void __launch_bounds__(kThreads) fused_pairs(const __grid_constant__ PairBatch b) {

@@ -35,7 +35,6 @@ int64_t now_ns() {
 // One open-launch object: its host and device areas, reused launch after launch once the
 // kernel of the previous one has ended (`ended` recorded after it).
 struct OpenLaunch {
-  int device = 0;
   bool to_packed = false;
   Buffer host, area;  // pinned (mapped) and device memory of kOpenAreaBytes each
   Event ended;
@@ -92,9 +91,8 @@ namespace {
 
 std::atomic<uint64_t> g_epoch{0};
 
-Status create_open(int device, cudaStream_t stream, std::shared_ptr<OpenLaunch> &out) {
+Status create_open(cudaStream_t stream, std::shared_ptr<OpenLaunch> &out) {
   auto l = std::make_shared<OpenLaunch>();
-  l->device = device;
   TEMPI_TRY(Buffer::allocate(Buffer::Kind::Pinned, kOpenAreaBytes, l->host));
   TEMPI_TRY(Buffer::allocate(Buffer::Kind::Device, kOpenAreaBytes, l->area));
   TEMPI_TRY(Event::create(l->ended));
@@ -176,7 +174,8 @@ IdleCloser &idle_closer() {
 // This thread's open-launch objects by device: the current one, and spares whose kernels
 // may still run.
 struct ThreadOpen {
-  uint64_t open_devices = 0;  // bit d: current[d] may be open (devices past 63 share bit 63)
+  static_assert(kMaxDevices <= 64, "one bit a device");
+  uint64_t open_devices = 0;  // bit d: current[d] may be open
   std::shared_ptr<OpenLaunch> current[kMaxDevices];
   std::vector<std::shared_ptr<OpenLaunch>> spares[kMaxDevices];
 };
@@ -186,7 +185,7 @@ ThreadOpen &thread_open() {
   return t;
 }
 
-uint64_t device_bit(int device) { return uint64_t(1) << std::min(device, 63); }
+uint64_t device_bit(int device) { return uint64_t(1) << device; }  // current_device() < kMaxDevices
 
 // Whether this GPU's kernels can read pinned host memory where the host has it (UVA).
 bool open_launches_usable(int device) {
@@ -221,7 +220,7 @@ Status idle_launch(ThreadOpen &t, int device, cudaStream_t stream, std::shared_p
       return Status::Ok;
     }
   if (spares.size() >= kMaxSpares) return Status::Unsupported;
-  return create_open(device, stream, out);
+  return create_open(stream, out);
 }
 
 }  // namespace
@@ -292,10 +291,7 @@ void close_thread_open(int device) {
       std::lock_guard<std::mutex> lock(t.current[d]->mutex);
       t.current[d]->close_locked();
     }
-  if (device < 0 || device >= 63)
-    t.open_devices = 0;
-  else
-    t.open_devices &= ~device_bit(device);
+  t.open_devices = device < 0 ? 0 : t.open_devices & ~device_bit(device);
 }
 
 }  // namespace tempi

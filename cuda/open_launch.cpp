@@ -21,10 +21,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // How long an open launch waits for another object before it closes by itself. Consecutive
-// MPI_Pack/MPI_Unpack calls come about 1-2 us apart (bench_pack_sequence); what waits for
-// the launch to end (the application's synchronization, its next kernel on the legacy
-// default stream) waits this much longer, plus the timer thread's wake-up.
-constexpr auto kOpenIdle = std::chrono::microseconds(20);
+// MPI_Pack/MPI_Unpack calls come about 2 us apart (bench_pack_sequence on an H100); what
+// waits for the launch to end (the application's synchronization, its next kernel on the
+// legacy default stream) waits this much longer, plus the timer thread's wake-up and the
+// kernel's drain (about 11 us more, measured with 20 us here). A call that comes later
+// than this opens a new launch: one launch, as without open launches.
+constexpr auto kOpenIdle = std::chrono::microseconds(10);
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();

@@ -8,14 +8,15 @@ def ratios(name):
     md = [r for r in rows if r['variant'] == 'mpi-datatypes']; fk = [r for r in rows if r['variant'] == 'fused-kernel']
     return [float(a['median_us']) / float(b['median_us']) for a, b in zip(md, fk)]
 groups = [
-    ('2 ranks, 1 GPU, MPS\nbefore, mode 2', ratios('mps-old-mode2.csv') + ratios('earlier-mps-old-mode2.csv')),
+    ('2 ranks, 1 GPU, MPS\nbefore, mode 2', ratios('mps-old-mode2.csv') + ratios('earlier-mps-old-mode2.csv') + ratios('idle10-mps-old-mode2.csv')),
     ('2 ranks, 1 GPU, MPS\nmode 1', ratios('mps-new-mode1.csv')),
     ('2 ranks, 1 GPU, MPS\nmode 2', ratios('mps-new-mode2.csv')),
-    ('2 ranks, 1 GPU, MPS\nmode 3 (open launches)', ratios('mps-new-mode3.csv') + ratios('earlier-mps-new-mode3.csv')),
+    ('2 ranks, 1 GPU, MPS\nmode 3, 20 us idle', ratios('mps-new-mode3.csv') + ratios('earlier-mps-new-mode3.csv')),
+    ('2 ranks, 1 GPU, MPS\nmode 3, 10 us idle', ratios('idle10-mps-new-mode3.csv')),
     ('1 rank\nbefore, mode 2', ratios('one-old-mode2.csv')),
-    ('1 rank\nmode 3', ratios('one-new-mode3.csv')),
+    ('1 rank\nmode 3', ratios('one-new-mode3.csv') + ratios('idle10-one-new-mode3.csv')),
 ]
-fig, ax = plt.subplots(figsize=(9, 4.2))
+fig, ax = plt.subplots(figsize=(10, 4.2))
 for i, (label, rs) in enumerate(groups):
     ax.scatter([i] * len(rs), rs, color='C0' if 'mode 3' in label else 'C7', zorder=3)
     ax.plot([i - 0.25, i + 0.25], [statistics.median(rs)] * 2, color="k")

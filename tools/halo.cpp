@@ -37,6 +37,9 @@
 //                   on one stream with one synchronization (tools/halo_nccl.cpp; needs NCCL
 //                   at build time and one rank per GPU, else it says why it did not run)
 //
+// With --methods, the tempi variant is measured once per forced method (TEMPIX_Set_method)
+// and round, the methods taking turns, and auto is compared with the best of them.
+//
 //   mpiexec -n P tempi_halo [--n 32] [--radius 2] [--type float] [--iters 30] ...
 //   (--help lists every option)
 #include <mpi.h>
@@ -53,6 +56,7 @@
 
 #include "backend.hpp"
 #include "gpu_select.hpp"
+#include "messages.hpp"  // requested_method (restored after --methods)
 #include "runtime.hpp"
 #include "tempi.h"          // TEMPIX_Comm_enable_zero_copy (the zero-copy-p2p variant)
 #include "zero_copy_p2p.hpp"  // tempi::p2p_counts: how many of its sends went by zero-copy
@@ -124,6 +128,8 @@ struct Options {
   int iters = 30, warmup = 5, baseline_iters = 5;
   int dims[3] = {0, 0, 0};
   std::vector<std::string> variants = {std::begin(kVariantNames), std::end(kVariantNames)};
+  std::vector<std::string> methods;  // --methods: the tempi variant once per method and round
+  int rounds = 3;
   std::string csv;
   bool help = false, check = false, require_gpu = false;
 };
@@ -148,6 +154,11 @@ void usage(std::FILE *f) {
                "                      (fused-nccl needs NCCL at build time and one rank per GPU;\n"
                "                      it sets NCCL_NVLS_ENABLE=0 unless the environment sets it)\n"
 #endif
+               "  --methods LIST      measure the tempi variant once per method (auto, oneshot, staged,\n"
+               "                      device; TEMPIX_Set_method), the methods taking turns in --rounds\n"
+               "                      rounds; rows tempi(METHOD), each the median of its round medians,\n"
+               "                      and a line of auto against the best forced method\n"
+               "  --rounds R          rounds of --methods (default 3)\n"
                "  --csv FILE          append one row per measured variant (header when the file is new)\n"
                "  --check             quick mode for tests: --warmup 1 --iters 2 --baseline-iters 1\n"
                "  --require-gpu       print SKIP and exit 77 when no usable GPU is present\n"
@@ -190,10 +201,11 @@ std::string parse(int argc, char **argv, Options &o) {
       o.check = true;
     } else if (a == "--require-gpu") {
       o.require_gpu = true;
-    } else if (a == "--n" || a == "--radius" || a == "--iters" || a == "--warmup" || a == "--baseline-iters") {
+    } else if (a == "--n" || a == "--radius" || a == "--iters" || a == "--warmup" || a == "--baseline-iters" ||
+               a == "--rounds") {
       const char *v = value();
       int *dst = a == "--n" ? &o.n : a == "--radius" ? &o.radius : a == "--iters" ? &o.iters
-                                   : a == "--warmup" ? &o.warmup : &o.baseline_iters;
+                                   : a == "--warmup" ? &o.warmup : a == "--rounds" ? &o.rounds : &o.baseline_iters;
       const int lo = a == "--warmup" ? 0 : 1;
       if (!v || !parse_int(v, lo, dst)) return a + " needs an integer >= " + std::to_string(lo);
       iters_set |= a == "--iters";
@@ -220,6 +232,12 @@ std::string parse(int argc, char **argv, Options &o) {
       for (const auto &name : o.variants)
         if (std::find(std::begin(kVariantNames), std::end(kVariantNames), name) == std::end(kVariantNames))
           return "unknown variant '" + name + "' (this build has " + variant_list(", ") + ")";
+    } else if (a == "--methods") {
+      const char *v = value();
+      o.methods = split(v ? v : "");
+      for (const auto &m : o.methods)
+        if (m != "auto" && m != "oneshot" && m != "staged" && m != "device")
+          return "unknown method '" + m + "' (auto, oneshot, staged or device)";
     } else if (a == "--csv") {
       const char *v = value();
       if (!v) return "--csv needs a file name";
@@ -901,6 +919,54 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
   return res;
 }
 
+// The tempi variant once per method and round, the methods taking turns
+// (TEMPIX_Set_method), so that the machine's drift between runs falls on every method
+// alike. Each method's row: the median of its round medians, the extremes of all its
+// exchanges, its checks summed.
+std::vector<Result> measure_methods(const Halo &h, Grid &g, const Variant &v, const Options &o,
+                                    const std::vector<unsigned char> &expected, const std::vector<unsigned char> &initial) {
+  const std::string before = tempi::to_string(tempi::requested_method());
+  std::vector<std::vector<Result>> rounds(o.methods.size());
+  for (int round = 0; round < o.rounds; ++round)
+    for (size_t k = 0; k < o.methods.size(); ++k) {
+      TEMPIX_Set_method(o.methods[k].c_str());
+      rounds[k].push_back(measure(h, g, v, o, expected, initial));
+    }
+  TEMPIX_Set_method(before.c_str());
+  std::vector<Result> out;
+  for (size_t k = 0; k < o.methods.size(); ++k) {
+    const std::vector<Result> &runs = rounds[k];
+    Result r = runs.front();
+    r.name = "tempi(" + o.methods[k] + ")";
+    if (r.na.empty()) {
+      std::vector<double> medians, posts, waits;
+      double syncs = 0;
+      r.iters = 0;
+      r.checked = r.wrong = r.sends = r.zero_copy_sends = 0;
+      for (const Result &x : runs) {
+        medians.push_back(x.median_us);
+        posts.push_back(x.post_us);
+        waits.push_back(x.wait_us);
+        syncs += x.syncs;
+        r.min_us = std::min(r.min_us, x.min_us);
+        r.max_us = std::max(r.max_us, x.max_us);
+        r.iters += x.iters;
+        r.checked += x.checked;
+        r.wrong += x.wrong;
+        r.sends += x.sends;
+        r.zero_copy_sends += x.zero_copy_sends;
+        r.failed |= x.failed;
+      }
+      r.median_us = median(medians);
+      r.post_us = median(posts);
+      r.wait_us = median(waits);
+      r.syncs = syncs / double(runs.size());
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------- output
 
 std::string first_line(const char *s) {
@@ -953,6 +1019,12 @@ void print_header(const Halo &h, const Grid &g, const Options &o) {
   std::printf("  iterations       %d warm-up + %d timed per variant (library-alone variants at most %d + %d)\n",
               o.warmup,
               o.iters, std::min(o.warmup, o.baseline_iters), std::min(o.iters, o.baseline_iters));
+  if (!o.methods.empty()) {
+    std::string list;
+    for (const auto &m : o.methods) list += (list.empty() ? "" : ",") + m;
+    std::printf("  methods          the tempi variant once per method and round, taking turns: %s, %d rounds\n",
+                list.c_str(), o.rounds);
+  }
   std::printf("  date             %s\n", today().c_str());
   std::printf("Time of one exchange: MPI_Barrier, then first post to MPI_Waitall's return; per iteration the "
               "slowest rank.\n\n");
@@ -981,7 +1053,7 @@ void print_table(const std::vector<Result> &results) {
   // Ratios to tempi, and to the NCCL baseline where it ran in this run.
   const Result *base = nullptr, *nccl = nullptr;
   for (const auto &r : results) {
-    if (r.name == "tempi" && r.na.empty()) base = &r;
+    if ((r.name == "tempi" || r.name == "tempi(auto)") && r.na.empty()) base = &r;
     if (r.name == "fused-nccl" && r.na.empty() && !r.failed) nccl = &r;
   }
   std::printf("%-17s %12s %12s %12s %15s", "variant", "median us", "min us", "max us", "ratio to tempi");
@@ -1001,6 +1073,15 @@ void print_table(const std::vector<Result> &results) {
     if (r.na.empty())
       std::printf("verify %s: %lld cells checked / %lld wrong (%d timed exchanges)\n", r.name.c_str(), r.checked,
                   r.wrong, r.iters);
+  // --methods: auto against the best forced method, both measured in this run.
+  const Result *best = nullptr;
+  for (const auto &r : results)
+    if (r.na.empty() && !r.failed && r.name.compare(0, 6, "tempi(") == 0 && r.name != "tempi(auto)" &&
+        (!best || r.median_us < best->median_us))
+      best = &r;
+  if (best && base && base->name == "tempi(auto)")
+    std::printf("auto against the best forced method: auto %.1f us, best %s %.1f us, auto/best %.2fx\n",
+                base->median_us, best->name.c_str(), best->median_us, base->median_us / best->median_us);
   for (const auto &r : results)
     if (r.na.empty() && (r.name == "zero-copy-p2p" || r.zero_copy_sends))
       std::printf("zero-copy %s: %lld of %lld sends went by zero-copy point-to-point (all ranks, all exchanges)\n",
@@ -1094,9 +1175,14 @@ int run(int argc, char **argv) {
 #endif
     if (root) print_header(h, grid, o);
     std::vector<Result> results;
-    for (const Variant &v : kVariants)
-      if (std::find(o.variants.begin(), o.variants.end(), v.name) != o.variants.end())
-        results.push_back(measure(h, grid, v, o, expected, initial));
+    for (const Variant &v : kVariants) {
+      if (std::find(o.variants.begin(), o.variants.end(), v.name) == o.variants.end()) continue;
+      if (!o.methods.empty() && std::string(v.name) == "tempi") {
+        for (Result &r : measure_methods(h, grid, v, o, expected, initial)) results.push_back(std::move(r));
+        continue;
+      }
+      results.push_back(measure(h, grid, v, o, expected, initial));
+    }
     if (root) {
       print_table(results);
       print_parts(results);

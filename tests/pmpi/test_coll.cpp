@@ -479,6 +479,23 @@ int elements(int round, int64_t a, int64_t b) { return int(mix({round, a, b, 23}
 constexpr int kRounds = 8;
 bool in_place_round(int round) { return round % 4 == 2 || round == 7; }
 
+// Open MPI 4.1's libnbc returns at once from an in-place MPI_Ialltoallv on a rank whose
+// counts are all zero, without taking the nonblocking tag that the other ranks' schedules
+// take, so the next nonblocking collective on the communicator waits forever. Seen with
+// Open MPI 4.1.4 (Debian 12's, and one built with CUDA) at 2 ranks, without TEMPI; later
+// Open MPI sources reserve the tag on that early return. Such a call is the library's to
+// get right, so these rounds test the blocking form only there.
+bool library_loses_inplace_tag() {
+  static const bool loses = [] {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int length = 0;
+    MPI_Get_library_version(version, &length);
+    int major = 0;
+    return std::sscanf(version, "Open MPI v%d", &major) == 1 && major < 5;
+  }();
+  return loses;
+}
+
 }  // namespace
 
 // ---- all to all ----------------------------------------------------------------------------
@@ -522,6 +539,13 @@ TEST_CASE("MPI_Alltoallv", "[coll][alltoallv]") {
                                               : ints(place(scounts, std::vector<MPI_Datatype>(g_size, stype),
                                                            info(stype).extent, mix({round, g_rank, 37})));
     Arg send{varying(scounts, sdispls, stype), true, in_place}, recv{varying(rcounts, rdispls, rt.type)};
+    bool a_rank_moves_nothing = false;  // in place: rank i's counts are c(j, i) for every j
+    for (int i = 0; i < g_size; ++i) {
+      bool none = true;
+      for (int j = 0; j < g_size; ++j) none = none && c(j, i) == 0;
+      a_rank_moves_nothing = a_rank_moves_nothing || none;
+    }
+    const bool nonblocking = !(in_place && a_rank_moves_nothing && library_loses_inplace_tag());
     check("MPI_Alltoallv of " + describe(st) + " into " + describe(rt), round, send, recv,
           [&](Run run, const void *s, void *r, MPI_Request *req) {
             const int *sc = scounts.data(), *sd = sdispls.data(), *rc = rcounts.data(), *rd = rdispls.data();
@@ -530,7 +554,8 @@ TEST_CASE("MPI_Alltoallv", "[coll][alltoallv]") {
             if (run == Run::Persistent)
               return PERSISTENT_INIT(MPI_Alltoallv_init(s, sc, sd, stype, r, rc, rd, rt.type, MPI_COMM_WORLD, MPI_INFO_NULL, req));
             return MPI_Ialltoallv(s, sc, sd, stype, r, rc, rd, rt.type, MPI_COMM_WORLD, req);
-          });
+          },
+          nonblocking);
   }
 }
 

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_header.hpp"
 #include "gpu_select.hpp"
 #include "runtime.hpp"
 
@@ -266,26 +267,6 @@ Result measure(Setup &u, const Variant &v, const Options &o) {
   return r;
 }
 
-std::string today() {
-  char buf[32];
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
-  return buf;
-}
-
-std::string library_version() {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  MPI_Get_library_version(version, &len);
-  std::string s(version);
-  s = s.substr(0, s.find('\n'));
-  for (char &c : s)
-    if (c == '\t') c = ' ';
-  return s;
-}
-
 int run(int argc, char **argv) {
   Setup u;
   MPI_Comm_rank(MPI_COMM_WORLD, &u.rank);
@@ -327,11 +308,11 @@ int run(int argc, char **argv) {
       std::printf("  per rank         %zu B before and after; %lld B to each peer\n", u.bytes,
                   (long long)u.counts[0]);
       std::printf("  GPU              %s\n", gpu.device_name().c_str());
-      std::printf("  MPI library      %s\n", library_version().c_str());
+      std::printf("  MPI library      %s\n", tempi::tools::library_version().c_str());
       std::printf("  CUDA-aware       %s\n", u.aware ? "yes" : "no");
       std::printf("  iterations       %d warm-up + %d timed (library-alone at most %d + %d)\n", o.warmup, o.iters,
                   std::min(o.warmup, o.baseline_iters), std::min(o.iters, o.baseline_iters));
-      std::printf("  date             %s\n", today().c_str());
+      std::printf("  date             %s\n", tempi::tools::utc_now().c_str());
       std::printf("Time of one transpose: MPI_Barrier, then the call(s) to their return; per iteration the slowest "
                   "rank.\n\n");
     }

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "bench_header.hpp"
 #include "gpu_select.hpp"
 #include "runtime.hpp"
 
@@ -512,29 +513,6 @@ Result measure(Halo &h, const Variant &v, const Options &o) {
 
 // ---------------------------------------------------------------- output
 
-std::string first_line(const char *s) {
-  std::string t(s);
-  const size_t nl = t.find('\n');
-  if (nl != std::string::npos) t.resize(nl);
-  std::string out;  // runs of blanks (MPICH puts a tab after "Version:") become one space
-  for (char c : t) {
-    const bool blank = c == ' ' || c == '\t' || c == '\r';
-    if (!blank) out += c;
-    else if (!out.empty() && out.back() != ' ') out += ' ';
-  }
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
-}
-
-std::string today() {
-  char buf[64];
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
-  return buf;
-}
-
 // How the ranks sit on the GPUs: the most ranks of one node on one GPU (PCI bus ids
 // compared within each node), the GPUs in use, and whether MPS is on (on every rank,
 // on none, or mixed).
@@ -580,9 +558,6 @@ Sharing gpu_sharing() {
 }
 
 void print_header(const Halo &h, const Options &o, const Sharing &s) {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  MPI_Get_library_version(version, &len);
   int dev = 0;
   cudaDeviceProp prop{};
   CUDA(cudaGetDevice(&dev));
@@ -591,7 +566,7 @@ void print_header(const Halo &h, const Options &o, const Sharing &s) {
                   corner = (long long)h.vars * h.r * h.r * h.r * 8;
   std::printf("bench_pack_sequence: halo exchange of %d variables through sequences of MPI_Pack/MPI_Unpack, "
               "against one fused pack and one fused unpack kernel\n", h.vars);
-  std::printf("  MPI library      %s\n", first_line(version).c_str());
+  std::printf("  MPI library      %s\n", tempi::tools::library_version().c_str());
   std::printf("  ranks            %d, process grid %d x %d x %d (x, y, z), periodic, 26 neighbours\n", h.size,
               h.dims[0], h.dims[1], h.dims[2]);
   std::printf("  per rank         interior %d^3, radius %d, %d variables, each a cudaMalloc'd %d^3 array of double "
@@ -610,7 +585,7 @@ void print_header(const Halo &h, const Options &o, const Sharing &s) {
   const char *defer = std::getenv("TEMPI_DEFER_PACK");
   std::printf("  TEMPI_DEFER_PACK %s\n", defer ? defer : "(unset)");
   std::printf("  iterations       %d warm-up + %d timed per variant\n", o.warmup, o.iters);
-  std::printf("  date             %s\n", today().c_str());
+  std::printf("  date             %s\n", tempi::tools::utc_now().c_str());
   std::printf("Time of one cycle (packs, 52 posts, MPI_Waitall, unpacks, final synchronization): after MPI_Barrier; "
               "per cycle the slowest rank.\n");
 }

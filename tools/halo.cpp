@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "bench_header.hpp"
 #include "gpu_select.hpp"
 #include "messages.hpp"  // requested_method (restored after --methods)
 #include "runtime.hpp"
@@ -969,33 +970,7 @@ std::vector<Result> measure_methods(const Halo &h, Grid &g, const Variant &v, co
 
 // ---------------------------------------------------------------- output
 
-std::string first_line(const char *s) {
-  std::string t(s);
-  const size_t nl = t.find('\n');
-  if (nl != std::string::npos) t.resize(nl);
-  std::string out;  // runs of blanks (MPICH puts a tab after "Version:") become one space
-  for (char c : t) {
-    const bool blank = c == ' ' || c == '\t' || c == '\r';
-    if (!blank) out += c;
-    else if (!out.empty() && out.back() != ' ') out += ' ';
-  }
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
-}
-
-std::string today() {
-  char buf[64];
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
-  return buf;
-}
-
 void print_header(const Halo &h, const Grid &g, const Options &o) {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  MPI_Get_library_version(version, &len);
   tempi::Backend &gpu = tempi::gpu_backend();
   std::printf("tempi_halo: 3-D halo exchange with 26 neighbours (26 MPI_Irecv + 26 MPI_Isend of subarray types, "
               "one MPI_Waitall)\n");
@@ -1006,7 +981,7 @@ void print_header(const Halo &h, const Grid &g, const Options &o) {
   std::printf("  bytes sent       %lld per rank per exchange\n", (long long)h.bytes_sent);
   std::printf("  grid in          %s\n",
               g.on_gpu ? ("GPU memory: " + gpu.device_name()).c_str() : "host memory (no GPU)");
-  std::printf("  MPI library      %s\n", first_line(version).c_str());
+  std::printf("  MPI library      %s\n", tempi::tools::library_version().c_str());
   std::printf("  CUDA-aware       %s\n", tempi::mpi_is_cuda_aware() ? "yes" : "no");
   if (std::find(o.variants.begin(), o.variants.end(), "zero-copy-p2p") != o.variants.end())
     std::printf("  zero-copy p2p    %s\n",
@@ -1025,7 +1000,7 @@ void print_header(const Halo &h, const Grid &g, const Options &o) {
     std::printf("  methods          the tempi variant once per method and round, taking turns: %s, %d rounds\n",
                 list.c_str(), o.rounds);
   }
-  std::printf("  date             %s\n", today().c_str());
+  std::printf("  date             %s\n", tempi::tools::utc_now().c_str());
   std::printf("Time of one exchange: MPI_Barrier, then first post to MPI_Waitall's return; per iteration the "
               "slowest rank.\n\n");
 }

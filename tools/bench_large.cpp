@@ -224,10 +224,14 @@ bool round_trip(const Trip &t, int rank) {
   return ok;
 }
 
-// peer-copy: the copy engine reads the peer's bytes through its IPC mapping.
-bool peer_round_trip(void *dst, const void *peer_src, size_t bytes, int rank) {
+// peer-copy: the copy engine reads the peer's bytes through its IPC mapping. (A
+// device-to-device cudaMemcpy may return before the copy is done: the stream is waited for.)
+bool peer_round_trip(void *dst, const void *peer_src, size_t bytes, int rank, cudaStream_t stream) {
   bool ok = true;
-  auto pull = [&] { ok &= ok_cuda(cudaMemcpy(dst, peer_src, bytes, cudaMemcpyDeviceToDevice), "peer copy"); };
+  auto pull = [&] {
+    ok &= ok_cuda(cudaMemcpyAsync(dst, peer_src, bytes, cudaMemcpyDeviceToDevice, stream), "peer copy");
+    ok &= ok_cuda(cudaStreamSynchronize(stream), "peer copy");
+  };
   if (rank == 1) {
     pull();
     MPI_Send(nullptr, 0, MPI_BYTE, 0, kTag, MPI_COMM_WORLD);
@@ -397,8 +401,14 @@ Case run_case(const std::string &shape, int n, int rank, MPI_Comm zero_copy, con
     if (!all_ranks(ok)) {
       c.results.push_back({"peer-copy", "n/a (CUDA IPC could not map the peer's buffer: no peer access?)"});
     } else {
-      c.results.push_back(measure("peer-copy", o, b, bytes_expected,
-                                  [&] { return peer_round_trip(b.recv, peer_src, c.bytes, rank); }));
+      cudaStream_t stream = nullptr;
+      const bool made = ok_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      if (all_ranks(made))
+        c.results.push_back(measure("peer-copy", o, b, bytes_expected,
+                                    [&] { return peer_round_trip(b.recv, peer_src, c.bytes, rank, stream); }));
+      else
+        c.results.push_back({"peer-copy", "failed: cudaStreamCreate failed on some rank"});
+      if (made) cudaStreamDestroy(stream);
     }
     if (peer_src) cudaIpcCloseMemHandle(peer_src);
     MPI_Barrier(MPI_COMM_WORLD);  // the peer has closed its mapping before this buffer is freed

@@ -7,7 +7,8 @@
 //               rank 1 receives it as its upper triangle (row i: columns i..N-1); then rank 1
 //               sends its upper triangle back into rank 0's lower one
 //   transpose   rank 0 sends its matrix contiguous (N*N MPI_DOUBLE) and rank 1 receives it
-//               as its transpose (N columns, each a vector resized to one element); back alike
+//               as its transpose (N columns, each a vector resized to one element); rank 1
+//               sends its matrix back with that type, into rank 0's matrix contiguous
 // Variants, each timed as a round trip (MPI_Isend + MPI_Wait one way, MPI_Irecv + MPI_Wait
 // the other, after an MPI_Barrier; per iteration the slower rank):
 //   contiguous        the same number of bytes as MPI_BYTE between device buffers, through
@@ -18,9 +19,11 @@
 //   peer-copy         no MPI data: rank 1 copies rank 0's bytes with cudaMemcpy from a CUDA
 //                     IPC mapping of rank 0's buffer, a zero-byte message, then rank 0 copies
 //                     rank 1's alike, and a zero-byte message back
-// Every variant has buffers of its own: CUDA maps an allocation once per process, and a
-// CUDA-aware library or TEMPI's zero-copy keeps the mappings it made, so a shared buffer
-// would change what the next variant measures. Every received element is verified.
+// Every variant has buffers of its own, kept until the end of the run, and zero-copy runs
+// first in each case: CUDA maps an allocation once per process, and a CUDA-aware library
+// keeps the mappings it made of the buffers it moved (and of freed ones whose addresses
+// come back), so TEMPI could not map them and would push instead (docs/using.md, "Zero-copy
+// point-to-point"). Every received element is verified.
 //
 //   mpiexec -n 2 bench_large [--n 1024,2048,4096] [--shapes triangle,transpose] ... (--help)
 #include <mpi.h>
@@ -31,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -158,12 +162,11 @@ Layout layout(const std::string &shape, int n, int rank) {
     l.received = l.sent;
     return l;
   }
+  // Rank 0's side is contiguous both ways; rank 1's is the transpose type both ways, whose
+  // k-th element is at row k mod n, column k / n.
   l.sent.resize(size_t(n) * n);
-  l.received.resize(size_t(n) * n);
-  for (int64_t k = 0; k < int64_t(n) * n; ++k) {
-    l.sent[size_t(k)] = k;
-    l.received[size_t(k)] = (k % n) * n + k / n;  // the k-th element received goes to row k mod n
-  }
+  for (int64_t k = 0; k < int64_t(n) * n; ++k) l.sent[size_t(k)] = rank == 0 ? k : (k % n) * n + k / n;
+  l.received = l.sent;
   return l;
 }
 
@@ -338,7 +341,7 @@ std::vector<unsigned char> expected_contiguous(int peer_rank, size_t bytes) {
 }
 
 Case run_case(const std::string &shape, int n, int rank, MPI_Comm zero_copy, const std::string &zero_copy_na,
-              const Options &o) {
+              const Options &o, std::vector<std::unique_ptr<Buffers>> &kept) {
   Case c;
   c.shape = shape;
   c.n = n;
@@ -351,42 +354,42 @@ Case run_case(const std::string &shape, int n, int rank, MPI_Comm zero_copy, con
   const std::vector<unsigned char> bytes_expected = expected_contiguous(1 - rank, c.bytes);
 
   MPI_Datatype send_type, recv_type;
-  int send_count = 1;
+  int send_count = 1, recv_count = 1;
   if (shape == "triangle") {
     send_type = triangle_type(n, rank == 0);
     recv_type = triangle_type(n, rank == 0);
+  } else if (rank == 0) {
+    send_type = recv_type = MPI_DOUBLE;
+    send_count = recv_count = n * n;
   } else {
-    send_type = MPI_DOUBLE;
-    send_count = n * n;
-    recv_type = transpose_type(n);
+    send_type = recv_type = transpose_type(n);
   }
 
-  {  // contiguous
-    Buffers b;
-    const bool made = all_ranks(b.make(matrix, c.bytes, c.bytes));
-    if (!made) {
-      c.results.push_back({"contiguous", "n/a (could not allocate its buffers)"});
-    } else {
-      Trip t{MPI_COMM_WORLD, b.send, b.recv, int(c.bytes), int(c.bytes), MPI_BYTE, MPI_BYTE};
-      c.results.push_back(measure("contiguous", o, b, bytes_expected, [&] { return round_trip(t, rank); }));
-    }
-  }
-  for (const bool zc : {false, true}) {  // typed, typed-zero-copy
+  // A variant's buffers, null where some rank could not allocate them.
+  auto buffers = [&](size_t bytes) -> Buffers * {
+    kept.push_back(std::make_unique<Buffers>());
+    return all_ranks(kept.back()->make(matrix, bytes, bytes)) ? kept.back().get() : nullptr;
+  };
+  const char *const kNoMemory = "n/a (could not allocate its buffers)";
+  for (const bool zc : {true, false}) {  // typed-zero-copy first (see the head of this file), typed
     const char *name = zc ? "typed-zero-copy" : "typed";
-    if (zc && !zero_copy_na.empty()) {
-      c.results.push_back({name, zero_copy_na});
+    Buffers *b = zc && !zero_copy_na.empty() ? nullptr : buffers(matrix_bytes);
+    if (!b) {
+      c.results.push_back({name, zc && !zero_copy_na.empty() ? zero_copy_na : kNoMemory});
       continue;
     }
-    Buffers b;
-    if (!all_ranks(b.make(matrix, matrix_bytes, matrix_bytes))) {
-      c.results.push_back({name, "n/a (could not allocate its buffers)"});
-      continue;
-    }
-    Trip t{zc ? zero_copy : MPI_COMM_WORLD, b.send, b.recv, send_count, 1, send_type, recv_type};
-    c.results.push_back(measure(name, o, b, typed_expected, [&] { return round_trip(t, rank); }));
+    Trip t{zc ? zero_copy : MPI_COMM_WORLD, b->send, b->recv, send_count, recv_count, send_type, recv_type};
+    c.results.push_back(measure(name, o, *b, typed_expected, [&] { return round_trip(t, rank); }));
+  }
+  if (Buffers *b = buffers(c.bytes)) {
+    Trip t{MPI_COMM_WORLD, b->send, b->recv, int(c.bytes), int(c.bytes), MPI_BYTE, MPI_BYTE};
+    c.results.push_back(measure("contiguous", o, *b, bytes_expected, [&] { return round_trip(t, rank); }));
+  } else {
+    c.results.push_back({"contiguous", kNoMemory});
   }
   {  // peer-copy
-    Buffers b;
+    kept.push_back(std::make_unique<Buffers>());
+    Buffers &b = *kept.back();
     bool ok = b.make(matrix, c.bytes, c.bytes);
     cudaIpcMemHandle_t mine_handle{}, peer_handle{};
     ok = ok && ok_cuda(cudaIpcGetMemHandle(&mine_handle, b.send), "cudaIpcGetMemHandle");
@@ -413,8 +416,14 @@ Case run_case(const std::string &shape, int n, int rank, MPI_Comm zero_copy, con
     if (peer_src) cudaIpcCloseMemHandle(peer_src);
     MPI_Barrier(MPI_COMM_WORLD);  // the peer has closed its mapping before this buffer is freed
   }
+  const bool one_type = send_type == recv_type;  // the transpose's, on rank 1
   if (send_type != MPI_DOUBLE) MPI_Type_free(&send_type);
-  MPI_Type_free(&recv_type);
+  if (!one_type && recv_type != MPI_DOUBLE) MPI_Type_free(&recv_type);
+  // Printed in one order whatever order they ran in.
+  const std::vector<std::string> order{"contiguous", "typed", "typed-zero-copy", "peer-copy"};
+  std::stable_sort(c.results.begin(), c.results.end(), [&](const Result &a, const Result &b) {
+    return std::find(order.begin(), order.end(), a.name) < std::find(order.begin(), order.end(), b.name);
+  });
   return c;
 }
 
@@ -519,9 +528,10 @@ int run(int argc, char **argv) {
                 "bytes of both ways. Every received element is verified.\n");
   }
   std::vector<Case> cases;
+  std::vector<std::unique_ptr<Buffers>> kept;  // freed at the end (see the head of this file)
   for (const std::string &shape : o.shapes)
     for (const int n : o.sizes) {
-      cases.push_back(run_case(shape, n, rank, zero_copy, zero_copy_na, o));
+      cases.push_back(run_case(shape, n, rank, zero_copy, zero_copy_na, o, kept));
       if (root) print_case(cases.back());
     }
   bool good = true;
@@ -532,6 +542,7 @@ int run(int argc, char **argv) {
     if (!o.csv.empty()) append_csv(o.csv, cases, aware);
     std::printf("%s\n", good ? "PASS: every element in place" : "FAIL: wrong elements or a failed step");
   }
+  kept.clear();
   MPI_Comm_free(&zero_copy);
   return good ? 0 : 1;
 }

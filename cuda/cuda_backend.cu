@@ -729,7 +729,7 @@ class CudaBackend final : public Backend {
   // Pairs whose plans are both strided: one fused launch per kMaxFusedPairs, one access
   // width for both sides of a pair. A large transpose or permutation whose other side is
   // contiguous is a pack into that side or an unpack from it, for the tiled kernels (word
-  // by word, a zero-copy 128 MiB transpose took 1.3 ms a way on one H200, 2026-11-24,
+  // by word, a zero-copy 128 MiB transpose took 1.3 ms a round trip on one H200, 2026-11-24,
   // writing 8-byte words at a pitch of N). The others are packed into their scratch and
   // unpacked from it. All on the same stream.
   Status move_async(const std::vector<PairJob> &jobs, Fence &done) override {

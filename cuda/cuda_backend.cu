@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -269,6 +271,13 @@ struct DeviceBlockList {
   SmallPatternTable small_table;       // small patterns
   const LongPiece *pieces = nullptr;   // long blocks: the pieces of one instance
   std::vector<int64_t> piece_starts;   // long blocks: their stream offsets, on the host
+};
+
+// A move's paired runs on the device (CudaBackend::paired_runs_for).
+struct DevicePairedRuns {
+  Buffer owned;
+  const PairedRun *runs = nullptr;
+  int64_t n = 0;
 };
 
 // The plan's start and repetition dimensions, as every kernel's arguments hold them.
@@ -730,8 +739,9 @@ class CudaBackend final : public Backend {
   // width for both sides of a pair. A large transpose or permutation whose other side is
   // contiguous is a pack into that side or an unpack from it, for the tiled kernels (word
   // by word, a zero-copy 128 MiB transpose took 1.3 ms a round trip on one H200, 2026-11-24,
-  // writing 8-byte words at a pitch of N). The others are packed into their scratch and
-  // unpacked from it. All on the same stream.
+  // writing 8-byte words at a pitch of N). Block lists of long runs move as paired runs
+  // (one pass; a triangle through scratch made two). The others are packed into their
+  // scratch and unpacked from it. All on the same stream.
   Status move_async(const std::vector<PairJob> &jobs, Fence &done) override {
     done = Fence{};
     cudaStream_t stream;
@@ -740,6 +750,7 @@ class CudaBackend final : public Backend {
     fence->device = current_device();
     std::vector<FusedPair> fused;
     std::vector<MoveJob> packs, unpacks, into_runs, from_runs;
+    bool launched = false;  // paired runs
     for (const PairJob &j : jobs) {
       const int64_t bytes = std::min({j.bytes, j.from->packed_size(), j.to->packed_size()});
       if (bytes <= 0) continue;
@@ -761,6 +772,11 @@ class CudaBackend final : public Backend {
           continue;
         }
       }
+      if (const std::shared_ptr<const DevicePairedRuns> runs = paired_runs_for(*j.from, *j.to, bytes)) {
+        TEMPI_TRY(launch_paired_runs(runs->runs, runs->n, j.from_typed, j.to_typed, stream));
+        launched = true;
+        continue;
+      }
       if (!j.scratch) return Status::Unsupported;
       packs.push_back({j.from, const_cast<void *>(j.from_typed), j.scratch, bytes, Transfer{Method::Device, bytes}});
       unpacks.push_back({j.to, j.to_typed, j.scratch, bytes, Transfer{Method::Device, bytes}});
@@ -774,7 +790,7 @@ class CudaBackend final : public Backend {
       TEMPI_TRY(issue(packs, true, issued));
       TEMPI_TRY(issue(unpacks, false, issued));
     }
-    if (fused.empty() && packs.empty() && into_runs.empty() && from_runs.empty()) return Status::Ok;
+    if (fused.empty() && packs.empty() && into_runs.empty() && from_runs.empty() && !launched) return Status::Ok;
     TEMPI_TRY(event_pool(fence->device).take(fence->event));
     TEMPI_CUDA(cudaEventRecord(fence->event, stream));
     done.state = std::move(fence);
@@ -1095,6 +1111,53 @@ class CudaBackend final : public Backend {
   static uint64_t units_key(uint64_t id, int device) { return id * kMaxDevices + uint64_t(device); }
   std::mutex units_mutex_;
   std::unordered_map<uint64_t, std::shared_ptr<DeviceBlockList>> units_;
+
+  // The paired runs of a move between two plans (core/paired_runs.hpp) on this device,
+  // made and uploaded once per pair of plans, sizes and device; null where the move is not
+  // worth them (runs of under kMinPairedRun bytes on average, more than kMaxPairedRuns
+  // runs, a plan without an id) or the cache is full. Plan ids are never reused, so an
+  // entry is never wrong, only perhaps unused: entries are kept (at most kMaxPairedBytes
+  // of device memory), and a kernel that reads one never outlives it.
+  static constexpr int64_t kPairedRunLength = 4096;  // the most one warp moves of a run
+  static constexpr int64_t kMinPairedRun = 256;
+  static constexpr size_t kMaxPairedRuns = size_t(1) << 18;
+  static constexpr size_t kMaxPairedBytes = size_t(64) << 20;
+  std::shared_ptr<const DevicePairedRuns> paired_runs_for(const Plan &from, const Plan &to, int64_t bytes) {
+    if (from.id == 0 || to.id == 0) return nullptr;
+    const PairedKey key{from.id, to.id, from.packed_size(), to.packed_size(), bytes, current_device()};
+    std::lock_guard<std::mutex> lock(paired_mutex_);
+    const auto it = paired_.find(key);
+    if (it != paired_.end()) return it->second;
+    std::shared_ptr<DevicePairedRuns> made;
+    const std::vector<PairedRun> runs = paired_runs(from, to, bytes, kPairedRunLength, kMaxPairedRuns);
+    const size_t size = runs.size() * sizeof(PairedRun);
+    if (!runs.empty() && bytes / int64_t(runs.size()) >= kMinPairedRun && paired_bytes_ + size <= kMaxPairedBytes) {
+      made = std::make_shared<DevicePairedRuns>();
+      if (Buffer::allocate(Buffer::Kind::Device, size, made->owned) != Status::Ok ||
+          upload(made->owned.get(), runs.data(), size) != Status::Ok) {
+        cudaGetLastError();
+        made.reset();
+      } else {
+        made->runs = static_cast<const PairedRun *>(made->owned.get());
+        made->n = int64_t(runs.size());
+        paired_bytes_ += size;
+      }
+    }
+    paired_.emplace(key, made);  // a null entry too: the pair is not looked at again
+    return made;
+  }
+  struct PairedKey {
+    uint64_t from_id, to_id;
+    int64_t from_size, to_size, bytes;
+    int device;
+    bool operator<(const PairedKey &o) const {
+      return std::tie(from_id, to_id, from_size, to_size, bytes, device) <
+             std::tie(o.from_id, o.to_id, o.from_size, o.to_size, o.bytes, o.device);
+    }
+  };
+  std::mutex paired_mutex_;
+  std::map<PairedKey, std::shared_ptr<const DevicePairedRuns>> paired_;
+  size_t paired_bytes_ = 0;
 };
 
 }  // namespace

@@ -633,6 +633,40 @@ void describe_side(const FusedObject &o, const void *base, SideDev &s) {
 }
 }  // namespace
 
+template <class T>
+__device__ __forceinline__ void copy_words(const uint8_t *from, uint8_t *to, int64_t words, int lane) {
+  for (int64_t i = lane; i < words; i += 32) reinterpret_cast<T *>(to)[i] = reinterpret_cast<const T *>(from)[i];
+}
+
+__global__ void __launch_bounds__(kThreads)
+    paired_runs_kernel(const PairedRun *runs, int64_t n, const uint8_t *from, uint8_t *to) {
+  const int lane = int(threadIdx.x % 32);
+  const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
+  for (int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; w < n; w += warps) {
+    const PairedRun r = runs[w];
+    const uint8_t *s = from + r.from;
+    uint8_t *d = to + r.to;
+    const uint64_t bits = uint64_t(reinterpret_cast<uintptr_t>(s)) | uint64_t(reinterpret_cast<uintptr_t>(d)) |
+                          uint64_t(r.length);
+    if ((bits & 15) == 0)
+      copy_words<uint4>(s, d, r.length / 16, lane);
+    else if ((bits & 7) == 0)
+      copy_words<uint64_t>(s, d, r.length / 8, lane);
+    else if ((bits & 3) == 0)
+      copy_words<uint32_t>(s, d, r.length / 4, lane);
+    else
+      copy_words<uint8_t>(s, d, r.length, lane);
+  }
+}
+
+Status launch_paired_runs(const PairedRun *runs, int64_t n, const void *from, void *to, cudaStream_t stream) {
+  if (n <= 0) return Status::Ok;
+  paired_runs_kernel<<<grid_for(n * 32), kThreads, 0, stream>>>(runs, n, static_cast<const uint8_t *>(from),
+                                                                  static_cast<uint8_t *>(to));
+  TEMPI_CUDA(cudaGetLastError());
+  return Status::Ok;
+}
+
 Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream) {
   if (n <= 0) return Status::Ok;
   PairDev d[kMaxFusedPairs];

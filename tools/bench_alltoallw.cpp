@@ -364,11 +364,4 @@ int run(int argc, char **argv) {
 
 }  // namespace
 
-int main(int argc, char **argv) {
-  tempi::tools::select_gpu_before_mpi_init();
-  MPI_Init(&argc, &argv);
-  const int rc = run(argc, argv);
-  std::fflush(stdout);
-  MPI_Finalize();
-  return rc;
-}
+int main(int argc, char **argv) { return tempi::tools::run_with_mpi(argc, argv, run); }

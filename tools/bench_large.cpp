@@ -551,10 +551,5 @@ int run(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   if (tempi::tools::print_help_if_asked(argc, argv, kUsage)) return 0;
-  tempi::tools::select_gpu_before_mpi_init();
-  MPI_Init(&argc, &argv);
-  const int rc = run(argc, argv);
-  std::fflush(stdout);
-  MPI_Finalize();
-  return rc;
+  return tempi::tools::run_with_mpi(argc, argv, run);
 }

@@ -722,10 +722,5 @@ int run(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   // One GPU per rank (local rank mod the GPUs), or mod --gpus G / TEMPI_TEST_DEVICES=G.
-  tempi::tools::select_gpu_before_mpi_init(gpu_limit(argc, argv));
-  MPI_Init(&argc, &argv);
-  const int rc = run(argc, argv);
-  std::fflush(stdout);
-  MPI_Finalize();
-  return rc;
+  return tempi::tools::run_with_mpi(argc, argv, run, gpu_limit(argc, argv));
 }

@@ -4,6 +4,9 @@
 // CUDA-aware Open MPI 4.1: cuMemcpyAsync failed with CUDA_ERROR_INVALID_VALUE).
 #pragma once
 
+#include <mpi.h>
+
+#include <cstdio>
 #include <cstdlib>
 
 #include "backend.hpp"
@@ -24,6 +27,17 @@ inline void select_gpu_before_mpi_init(int limit = 0) {
   int devices = gpu.has_gpu() ? gpu.device_count() : 0;
   if (limit > 0 && limit < devices) devices = limit;
   if (local >= 0 && devices > 0) gpu.select_device(local % devices);
+}
+
+// main() of a tool that moves GPU buffers: this rank's GPU chosen before MPI_Init (as
+// select_gpu_before_mpi_init), then run(argc, argv) between MPI_Init and MPI_Finalize.
+inline int run_with_mpi(int argc, char **argv, int (*run)(int, char **), int gpu_limit = 0) {
+  select_gpu_before_mpi_init(gpu_limit);
+  MPI_Init(&argc, &argv);
+  const int rc = run(argc, argv);
+  std::fflush(stdout);
+  MPI_Finalize();
+  return rc;
 }
 
 }  // namespace tempi::tools

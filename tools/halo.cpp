@@ -1185,10 +1185,5 @@ int run(int argc, char **argv) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  tempi::tools::select_gpu_before_mpi_init();  // one GPU per rank where there are several
-  MPI_Init(&argc, &argv);
-  const int rc = run(argc, argv);
-  std::fflush(stdout);
-  MPI_Finalize();
-  return rc;
+  return tempi::tools::run_with_mpi(argc, argv, run);  // one GPU per rank where there are several
 }

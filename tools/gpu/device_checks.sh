@@ -6,6 +6,7 @@
 #   bash tools/gpu/device_checks.sh [mpich|openmpi|cuda-openmpi]
 # Steps, each on unless set to 0: TESTS (all suites; TESTS=gpu runs the gpu suite only),
 # SANITIZE, DEMO, BENCH (pack and commit), P2P (the ping-pong; P2P_ARGS for its options),
+# LARGE (bench_large: a triangle and a transpose each way, LARGE_ARGS for its options),
 # HALO (the 26-neighbour exchange at n = HALO_SIZES on 2 ranks, and n=64 on 8 ranks under MPS),
 # SEQ (bench_pack_sequence: one GPU per rank, two ranks per GPU with and without MPS, each
 # with TEMPI_DEFER_PACK off and on).
@@ -110,4 +111,7 @@ if [ "${BENCH:-1}" = 1 ]; then
 fi
 if [ "${P2P:-1}" = 1 ]; then
   run -n 2 $b/tools/bench_p2p --csv "$top/bench_p2p-$mpi.csv" ${P2P_ARGS:-} 2>&1 | tee "$top/bench_p2p-$mpi.txt"
+fi
+if [ "${LARGE:-1}" = 1 ]; then
+  run -n 2 $b/tools/bench_large --csv "$top/bench_large-$mpi.csv" ${LARGE_ARGS:-} 2>&1 | tee "$top/bench_large-$mpi.txt" | tail -12
 fi

@@ -1049,13 +1049,13 @@ class CudaBackend final : public Backend {
     return Status::Ok;
   }
 
-  // A plan that is one contiguous run: stream bytes [first, last) are one copy, which
-  // cudaMemcpyAsync does at the copy rate (a kernel took 12% longer at 64 MiB, issue 11).
   // The first byte of a contiguous plan's one run.
   static char *run_of(const Plan &plan, void *typed) {
     return static_cast<char *>(typed) + plan.start + plan.pattern[0].offset;
   }
 
+  // A plan that is one contiguous run: stream bytes [first, last) are one copy, which
+  // cudaMemcpyAsync does at the copy rate (a kernel took 12% longer at 64 MiB, issue 11).
   static Status copy_run(const Plan &plan, void *typed, void *packed, int64_t first, int64_t last, bool to_packed,
                          cudaStream_t stream) {
     char *run = run_of(plan, typed) + first;

@@ -48,6 +48,7 @@
 #include "config.hpp"
 #include "emulated_faults.hpp"
 #include "host_packer.hpp"
+#include "paired_runs.hpp"
 
 namespace tempi {
 
@@ -382,6 +383,16 @@ class EmulatedBackend final : public Backend {
       if (bytes <= 0) continue;
       char *from = nullptr, *to = nullptr;
       if (!gpu_side(j.from_typed, from) || !gpu_side(j.to_typed, to)) return Status::GpuError;
+      // As paired runs where the plans allow them (the CUDA backend's one-pass moves of
+      // block lists, core/paired_runs.hpp), so that every zero-copy test checks them
+      // against the library; packed and unpacked through the host otherwise.
+      auto runs = std::make_shared<const std::vector<PairedRun>>(paired_runs(*j.from, *j.to, bytes, 4096, 1 << 18));
+      if (!runs->empty()) {
+        work.push_back([runs, from, to] {
+          for (const PairedRun &r : *runs) std::memcpy(to + r.to, from + r.from, size_t(r.length));
+        });
+        continue;
+      }
       auto plans = std::make_shared<const std::pair<Plan, Plan>>(*j.from, *j.to);
       work.push_back([plans, from, to, bytes] {
         std::vector<char> packed(static_cast<size_t>(bytes));

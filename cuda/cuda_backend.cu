@@ -1118,7 +1118,6 @@ class CudaBackend final : public Backend {
   // runs, a plan without an id) or the cache is full. Plan ids are never reused, so an
   // entry is never wrong, only perhaps unused: entries are kept (at most kMaxPairedBytes
   // of device memory), and a kernel that reads one never outlives it.
-  static constexpr int64_t kPairedRunLength = 4096;  // the most one warp moves of a run
   static constexpr int64_t kMinPairedRun = 256;
   static constexpr size_t kMaxPairedRuns = size_t(1) << 18;
   static constexpr size_t kMaxPairedBytes = size_t(64) << 20;
@@ -1129,7 +1128,7 @@ class CudaBackend final : public Backend {
     const auto it = paired_.find(key);
     if (it != paired_.end()) return it->second;
     std::shared_ptr<DevicePairedRuns> made;
-    const std::vector<PairedRun> runs = paired_runs(from, to, bytes, kPairedRunLength, kMaxPairedRuns);
+    const std::vector<PairedRun> runs = paired_runs(from, to, bytes, kPairedRunBytes, kMaxPairedRuns);
     const size_t size = runs.size() * sizeof(PairedRun);
     if (!runs.empty() && bytes / int64_t(runs.size()) >= kMinPairedRun && paired_bytes_ + size <= kMaxPairedBytes) {
       made = std::make_shared<DevicePairedRuns>();

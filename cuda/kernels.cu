@@ -3,6 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "blocklist_device.cuh"
 #include "check.hpp"
 #include "kernels.hpp"
 
@@ -633,10 +634,13 @@ void describe_side(const FusedObject &o, const void *base, SideDev &s) {
 }
 }  // namespace
 
-template <class T>
-__device__ __forceinline__ void copy_words(const uint8_t *from, uint8_t *to, int64_t words, int lane) {
-  for (int64_t i = lane; i < words; i += 32) reinterpret_cast<T *>(to)[i] = reinterpret_cast<const T *>(from)[i];
-}
+// One warp per run: runs are at most kPairedRunBytes, one round of move_piece
+// (blocklist_device.cuh), so a lane issues all its loads before its first store and
+// every access is 16 bytes wide, realigned in registers, whatever the alignment of the
+// run's two addresses (a triangle's rows start 8 bytes apart mod 16). A loop of
+// one-word copies waited a memory round trip per word, since a store may alias the
+// next load: 0.55 of the peer copy rate on triangles (docs/benchmarks.md).
+static_assert(kPairedRunBytes <= kPieceBytes, "a paired run is one piece of a warp");
 
 __global__ void __launch_bounds__(kThreads)
     paired_runs_kernel(const PairedRun *runs, int64_t n, const uint8_t *from, uint8_t *to) {
@@ -644,18 +648,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
   for (int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; w < n; w += warps) {
     const PairedRun r = runs[w];
-    const uint8_t *s = from + r.from;
-    uint8_t *d = to + r.to;
-    const uint64_t bits = uint64_t(reinterpret_cast<uintptr_t>(s)) | uint64_t(reinterpret_cast<uintptr_t>(d)) |
-                          uint64_t(r.length);
-    if ((bits & 15) == 0)
-      copy_words<uint4>(s, d, r.length / 16, lane);
-    else if ((bits & 7) == 0)
-      copy_words<uint64_t>(s, d, r.length / 8, lane);
-    else if ((bits & 3) == 0)
-      copy_words<uint32_t>(s, d, r.length / 4, lane);
-    else
-      copy_words<uint8_t>(s, d, r.length, lane);
+    move_piece(reinterpret_cast<uintptr_t>(to + r.to), reinterpret_cast<uintptr_t>(from + r.from), r.length, lane);
   }
 }
 

@@ -84,9 +84,12 @@ constexpr int kMaxFusedPairs = 32;  // pairs per launch (the kernel's parameter 
 // the bytes cross memory once (zero-copy's reads of peers' blocks).
 Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream);
 
-// Moves `n` paired runs (device memory, core/paired_runs.hpp) from the object at `from` to
-// the object at `to`: one warp per run, with the widest access its two addresses and its
-// length allow (zero-copy's reads of block-list objects, in one pass).
+// The longest paired run launch_paired_runs takes: what one warp moves in one round.
+constexpr int64_t kPairedRunBytes = 2016;
+// Moves `n` paired runs (device memory, core/paired_runs.hpp; none longer than
+// kPairedRunBytes) from the object at `from` to the object at `to`: one warp per run, in
+// 16-byte accesses whatever the alignment (zero-copy's reads of block-list objects, in
+// one pass).
 Status launch_paired_runs(const PairedRun *runs, int64_t n, const void *from, void *to, cudaStream_t stream);
 
 // `word` is the access width in bytes (1, 2, 4, 8 or 16) dividing every offset,

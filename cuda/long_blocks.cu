@@ -37,73 +37,8 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-// Chunks a lane has in flight: a round moves 32 * kSlices chunks, and a piece is short
-// enough to fit one round whatever the alignment of either side: its n bytes cover at
-// most n / 16 + 1 destination chunks, and the source chunks under them start up to 30
-// bytes before the piece's source, so n / 16 + 2 source chunks.
-constexpr int kSlices = 4;
-constexpr int64_t kPieceBytes = (32 * kSlices - 2) * kWindow;  // 2016
-
 // Plans whose blocks average this many bytes or more take this kernel.
 constexpr int64_t kLongBlockBytes = 256;
-
-// Lane `from`'s v (every lane of the warp takes part).
-__device__ __forceinline__ uint4 from_lane(uint4 v, int from) {
-  return make_uint4(__shfl_sync(~0u, v.x, from), __shfl_sync(~0u, v.y, from), __shfl_sync(~0u, v.z, from),
-                    __shfl_sync(~0u, v.w, from));
-}
-
-// Chunks of the source and the destination: whole ones as global-space 16-byte accesses
-// (the source through the read-only path; plain pointers would compile to generic
-// ones), the partial ones at a piece's two ends byte-exact.
-__device__ __forceinline__ uint4 source_chunk(uint64_t at, int lo, int hi) {
-  if (lo == 0 && hi == kWindow) return __ldg(reinterpret_cast<const uint4 *>(at));
-  return load_chunk(at, lo, hi);
-}
-
-__device__ __forceinline__ void destination_chunk(uint64_t at, uint4 v, int lo, int hi) {
-  if (lo == 0 && hi == kWindow) return __stwb(reinterpret_cast<uint4 *>(at), v);
-  store_chunk(at, v, lo, hi);
-}
-
-// The warp moves `n` bytes (n > 0, at most kPieceBytes) from `src` to `dst`, both of any
-// alignment and inside one block: destination chunk i (from the aligned chunk under
-// dst) is bytes `shift` onwards of source chunks i and i + 1. Chunks are read and
-// written only in their bytes inside [src, src + n) and [dst, dst + n).
-__device__ __forceinline__ void move_piece(uint64_t dst, uint64_t src, int64_t n, int lane) {
-  const uint64_t d0 = dst & ~uint64_t(kWindow - 1);
-  const uint64_t under = src - (dst - d0);  // the source byte under d0 (may precede src)
-  const uint64_t s0 = under & ~uint64_t(kWindow - 1);
-  const unsigned shift = unsigned(under - s0);
-  const int64_t nchunks = (int64_t(dst - d0) + n + kWindow - 1) / kWindow;  // destination chunks
-  const int64_t nsource = (int64_t(src - s0) + n + kWindow - 1) / kWindow;  // source chunks
-  uint4 c[kSlices];
-#pragma unroll
-  for (int u = 0; u < kSlices; ++u) {
-    c[u] = make_uint4(0, 0, 0, 0);
-    if (u * 32 < nsource) {  // the same for every lane of the warp
-      const uint64_t at = s0 + uint64_t(u * 32 + lane) * kWindow;
-      c[u] = source_chunk(at, clamp16(int64_t(src - at)), clamp16(int64_t(src + n - at)));
-    }
-  }
-#pragma unroll
-  for (int u = 0; u < kSlices; ++u) {
-    if (u * 32 >= nchunks) break;
-    uint4 v = c[u];
-    if (shift) {
-      // the next chunk: the next lane's, or for lane 31 the next slice's first (after
-      // the last slice, bytes past the piece: pieces are short enough for that)
-      uint4 next = from_lane(c[u], (lane + 1) % 32);
-      if (u + 1 < kSlices) {
-        const uint4 after = from_lane(c[u + 1 < kSlices ? u + 1 : u], 0);
-        if (lane == 31) next = after;
-      }
-      v = realign(c[u], next, shift);
-    }
-    const uint64_t at = d0 + uint64_t(u * 32 + lane) * kWindow;
-    destination_chunk(at, v, clamp16(int64_t(dst - at)), clamp16(int64_t(dst + n - at)));
-  }
-}
 
 // The pieces of one launch: `work` pieces from piece `first_piece` of the stream (piece
 // g is piece g % npieces of instance g / npieces).

@@ -62,10 +62,13 @@ P2pEntry *board_of(NodeShare &s, int node_rank);  // kP2pEntries entries
 std::atomic<uint32_t> &push_word(NodeShare &s, int node_rank);
 
 // This rank's `plan` (for `count` elements of plan id `id`) in its arena, published the first
-// time: its offset, or -1 when the arena is full. Thread-safe.
+// time: its offset, or -1 where it cannot be (the arena is full; a large plan's
+// shared-memory block found no room). Thread-safe.
 int64_t publish_plan(NodeShare &s, const Plan &plan, uint64_t id, int64_t count);
-// Node rank `peer`'s plan at arena offset `at`, read once. Thread-safe.
-const Plan &peer_plan(NodeShare &s, int peer, int64_t at);
+// Node rank `peer`'s plan at arena offset `at`, read once; null where a large plan's
+// shared-memory block cannot be read (its messages then take the pack path or are pushed).
+// This rank's own plans are always found. Thread-safe.
+const Plan *peer_plan(NodeShare &s, int peer, int64_t at);
 
 // Maps the allocation named by `h` of process `pid` on the current GPU (cached).
 Status map_peer_buffer(int32_t pid, const IpcHandle &h, void **base);

@@ -23,6 +23,7 @@
 #include "node_share.hpp"
 #include "zero_copy_p2p.hpp"
 #include "runtime.hpp"
+#include "shared_blob.hpp"
 #include "type_plan.hpp"
 
 namespace tempi {
@@ -93,10 +94,16 @@ struct Segment {
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory counters must be lock-free");
 
-// A plan in the arena: a header, then its runs and dimensions.
+// A plan in the arena: a header, then its runs and dimensions; or, for a plan of more than
+// kInlinePlanBytes (a triangle of thousands of rows), only the header, its runs and
+// dimensions in a shared-memory block of its own (core/shared_blob.hpp) named by the
+// owner's pid and nonce and `blob`. So the arena holds thousands of large types, where
+// inline it held one triangle of 8,000 rows and no more.
 struct PlanHeader {
   int64_t start, pattern_size, extent, nruns, ndims;
+  uint64_t blob;  // 0: inline; else the serial of the block that holds the runs and dimensions
 };
+constexpr size_t kInlinePlanBytes = 2048;
 
 void copy_id(char (&dst)[kIdBytes], const std::string &id) {
   std::memset(dst, 0, kIdBytes);
@@ -205,6 +212,23 @@ Mappings &mappings() {
 
 std::atomic<uint64_t> g_peer_blocks{0}, g_self_blocks{0};
 std::atomic<bool> g_stopped{false};
+// This process's plan blocks (core/shared_blob.hpp): each share removes its own when it goes,
+// and MPI_Finalize the rest (MPI never deletes the attributes of a communicator left alive).
+std::mutex g_blobs_mutex;
+std::set<std::string> g_blobs;
+void remember_blob(const std::string &name) {
+  std::lock_guard<std::mutex> lock(g_blobs_mutex);
+  g_blobs.insert(name);
+}
+void forget_blob(const std::string &name) {
+  std::lock_guard<std::mutex> lock(g_blobs_mutex);
+  if (g_blobs.erase(name)) remove_shared_blob(name);
+}
+void forget_all_blobs() {
+  std::lock_guard<std::mutex> lock(g_blobs_mutex);
+  for (const std::string &name : g_blobs) remove_shared_blob(name);
+  g_blobs.clear();
+}
 // Communicators on which zero-copy point-to-point is on: while there are none (most programs),
 // the receives and probes that ask p2p_share skip the attribute lookup.
 std::atomic<int> g_p2p_comms{0};
@@ -238,7 +262,8 @@ struct NodeShare {
   uint64_t seq = 0;                 // blocking exchange collectives on the communicator so far
   // This rank's published plans, by (plan id, count), and the peers' plans read so far.
   std::map<std::pair<uint64_t, int64_t>, int64_t> published;
-  std::map<std::pair<int, int64_t>, Plan> peer_plans;
+  std::map<std::pair<int, int64_t>, Plan> peer_plans;  // this rank's own too
+  std::vector<std::string> blobs;  // this rank's plans in shared-memory blocks, by serial - 1
   bool arena_full_logged = false;
   std::mutex plans_mutex;  // published and peer_plans: point-to-point calls run on any thread
   bool p2p = false;        // zero-copy point-to-point was enabled on the communicator (collectively)
@@ -274,6 +299,7 @@ struct NodeShare {
 
   ~NodeShare() {
     if (p2p) --g_p2p_comms;
+    for (const std::string &name : blobs) forget_blob(name);
     for (auto &p : peer_plans) gpu_backend().release_plan(p.second.id);
     // After MPI_Finalize began the library frees its own objects; before, freeing is
     // collective on the node, as the communicator's free that runs this is.
@@ -283,53 +309,85 @@ struct NodeShare {
   }
 
   // The arena offset of `plan` (placed for `count` elements of plan id `id`), publishing it
-  // the first time; -1 when the arena is full.
+  // the first time; -1 when it cannot be published (the arena full, no room in /dev/shm).
   int64_t publish(const Plan &plan, uint64_t id, int64_t count) {
     std::lock_guard<std::mutex> lock(plans_mutex);
     const auto key = std::make_pair(id, count);
     auto it = published.find(key);
     if (it != published.end()) return it->second;
     Segment &s = mine();
-    const size_t need = sizeof(PlanHeader) + plan.pattern.size() * sizeof(Run) + plan.dims.size() * sizeof(Dim);
-    const uint64_t used = s.arena_used.load(std::memory_order_relaxed);
-    const uint64_t at = (used + 7) & ~uint64_t(7);
-    if (at + need > kArenaBytes) {
+    const size_t runs = plan.pattern.size() * sizeof(Run), dims = plan.dims.size() * sizeof(Dim);
+    const uint64_t at = (s.arena_used.load(std::memory_order_relaxed) + 7) & ~uint64_t(7);
+    const bool inline_body = runs + dims <= kInlinePlanBytes && at + sizeof(PlanHeader) + runs + dims <= kArenaBytes;
+    if (at + sizeof(PlanHeader) > kArenaBytes) {
       if (!arena_full_logged)
-        TEMPI_LOG(Debug, "zero-copy: the plan arena of this communicator is full; new types use the pack path");
+        TEMPI_LOG(Info, "zero-copy: the plan arena of this communicator is full; new types take the pack path");
       arena_full_logged = true;
       return -1;
     }
+    PlanHeader h{plan.start, plan.pattern_size, plan.extent, int64_t(plan.pattern.size()), int64_t(plan.dims.size()), 0};
     char *p = s.arena + at;
-    const PlanHeader h{plan.start, plan.pattern_size, plan.extent, int64_t(plan.pattern.size()),
-                       int64_t(plan.dims.size())};
+    if (inline_body) {
+      copy_bytes(p + sizeof h, plan.pattern.data(), runs);
+      copy_bytes(p + sizeof h + runs, plan.dims.data(), dims);
+    } else {
+      std::vector<char> body(runs + dims);
+      std::memcpy(body.data(), plan.pattern.data(), runs);
+      std::memcpy(body.data() + runs, plan.dims.data(), dims);
+      h.blob = blobs.size() + 1;
+      const std::string name = shared_blob_name(s.pid, s.nonce, h.blob);
+      if (const int err = write_shared_blob(name, body.data(), body.size())) {
+        TEMPI_LOG(Info, "zero-copy: no room for a type of %zu runs in shared memory (%s: %s); it takes the pack path",
+                  plan.pattern.size(), name.c_str(), std::strerror(err));
+        return -1;
+      }
+      blobs.push_back(name);
+      remember_blob(name);
+    }
     std::memcpy(p, &h, sizeof h);
-    copy_bytes(p + sizeof h, plan.pattern.data(), plan.pattern.size() * sizeof(Run));
-    copy_bytes(p + sizeof h + plan.pattern.size() * sizeof(Run), plan.dims.data(), plan.dims.size() * sizeof(Dim));
-    s.arena_used.store(at + need, std::memory_order_release);
+    s.arena_used.store(at + sizeof h + (inline_body ? runs + dims : 0), std::memory_order_release);
     published.emplace(key, int64_t(at));
+    // This rank's own reads of it (a message to itself, a push) never go back to the arena.
+    Plan own = plan;
+    own.id = new_plan_id();
+    peer_plans.emplace(std::make_pair(node_rank, int64_t(at)), std::move(own));
     return int64_t(at);
   }
 
-  // Node rank `peer`'s plan at arena offset `at` (published before the slot that names it).
-  const Plan &peer_plan(int peer, int64_t at) {
+  // Node rank `peer`'s plan at arena offset `at` (published before the slot that names it),
+  // or null where its shared-memory block cannot be read.
+  const Plan *peer_plan(int peer, int64_t at) {
     std::lock_guard<std::mutex> lock(plans_mutex);
     const auto key = std::make_pair(peer, at);
     auto it = peer_plans.find(key);
-    if (it != peer_plans.end()) return it->second;
-    const char *p = segments[size_t(peer)]->arena + at;
+    if (it != peer_plans.end()) return &it->second;
+    const Segment &owner = *segments[size_t(peer)];
+    const char *p = owner.arena + at;
     PlanHeader h;
     std::memcpy(&h, p, sizeof h);
+    const size_t runs = size_t(h.nruns) * sizeof(Run), dims = size_t(h.ndims) * sizeof(Dim);
+    std::vector<char> body(runs + dims);
+    if (h.blob == 0) {
+      copy_bytes(body.data(), p + sizeof h, body.size());
+    } else {
+      const std::string name = shared_blob_name(owner.pid, owner.nonce, h.blob);
+      if (const int err = read_shared_blob(name, body.data(), body.size())) {
+        TEMPI_LOG(Warn, "zero-copy: node rank %d's type %s cannot be read (%s): its messages to this rank are packed",
+                  peer, name.c_str(), std::strerror(err));
+        return nullptr;
+      }
+    }
     Plan plan;
     plan.start = h.start;
     plan.pattern_size = h.pattern_size;
     plan.extent = h.extent;
-    std::vector<Run> runs(static_cast<size_t>(h.nruns));
-    copy_bytes(runs.data(), p + sizeof h, size_t(h.nruns) * sizeof(Run));
-    plan.pattern = std::move(runs);
+    std::vector<Run> pattern(static_cast<size_t>(h.nruns));
+    std::memcpy(pattern.data(), body.data(), runs);
+    plan.pattern = std::move(pattern);
     plan.dims.resize(size_t(h.ndims));
-    copy_bytes(plan.dims.data(), p + sizeof h + size_t(h.nruns) * sizeof(Run), size_t(h.ndims) * sizeof(Dim));
+    std::memcpy(plan.dims.data(), body.data() + runs, dims);
     plan.id = new_plan_id();  // its device-side data is this process's
-    return peer_plans.emplace(key, std::move(plan)).first->second;
+    return &peer_plans.emplace(key, std::move(plan)).first->second;
   }
 };
 
@@ -760,7 +818,9 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
       while (j < rocc.size() && !(sources[j] == peer_comm && rocc[j] == e.occurrence && rok[j])) ++j;
       void *base = nullptr;
       Status st = Status::Unsupported;
-      if (j < rocc.size()) {
+      // The peer's plan first: where it cannot be read (peer_plan says why), the pair is refused.
+      const Plan *plan = j < rocc.size() ? node_->peer_plan(peer, s.plan_at) : nullptr;
+      if (plan) {
         const OnDeviceOf on_its_gpu(rbuf);
         st = mappings().get(peer_seg.pid, theirs.handle, &base, persistent);
       }
@@ -779,7 +839,7 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
       rblocks[j].count = 0;
       Read rd;
       rd.from = peer;
-      rd.plan = &node_->peer_plan(peer, s.plan_at);
+      rd.plan = plan;
       rd.typed = static_cast<char *>(base) + s.offset;
       rd.into = rplaced[j];
       reads_.push_back(std::move(rd));
@@ -1097,6 +1157,7 @@ void zero_copy_shutdown() {
   g_stopped = true;
   p2p_shutdown();
   mappings().clear();
+  forget_all_blobs();
 }
 
 // ---- What zero-copy point-to-point uses (node_share.hpp) -----------------------------------
@@ -1138,7 +1199,7 @@ bool reads_gpu(const NodeShare &s, int reader, const std::string &device) {
 P2pEntry *board_of(NodeShare &s, int node_rank) { return s.segments[size_t(node_rank)]->board; }
 std::atomic<uint32_t> &push_word(NodeShare &s, int node_rank) { return s.segments[size_t(node_rank)]->push_word; }
 int64_t publish_plan(NodeShare &s, const Plan &plan, uint64_t id, int64_t count) { return s.publish(plan, id, count); }
-const Plan &peer_plan(NodeShare &s, int peer, int64_t at) { return s.peer_plan(peer, at); }
+const Plan *peer_plan(NodeShare &s, int peer, int64_t at) { return s.peer_plan(peer, at); }
 Status map_peer_buffer(int32_t pid, const IpcHandle &h, void **base) { return mappings().get(pid, h, base); }
 std::string gpu_identity(int device) { return identity_of(device); }
 

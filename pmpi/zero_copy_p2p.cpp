@@ -85,9 +85,10 @@ void push_refused(NodeShare &s) {
     const int previous = device >= 0 ? b.use_device(device) : -1;
     void *landing = nullptr;
     Status st = map_peer_buffer(pid_of(s, e.dest), e.landing, &landing);
+    const Plan *plan = peer_plan(s, me, e.plan_at);  // this rank's own: always found
     if (st == Status::Ok)
-      st = b.pack_accessible(peer_plan(s, me, e.plan_at), typed, static_cast<char *>(landing) + e.landing.offset, 0,
-                             e.bytes);
+      st = plan ? b.pack_accessible(*plan, typed, static_cast<char *>(landing) + e.landing.offset, 0, e.bytes)
+                : Status::Unsupported;
     if (previous >= 0) b.use_device(previous);
     if (st != Status::Ok)
       TEMPI_LOG(Error, "zero-copy: packing a message into node rank %d's landing buffer failed: %s", e.dest,
@@ -607,9 +608,12 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
     void *base = reinterpret_cast<void *>(uintptr_t(e.handle.base));
     Status st = Status::Ok;
     Landing *landing = nullptr;
+    // The sender's plan (null where its shared-memory block cannot be read: peer_plan says
+    // why, and the sender pushes the message as for a buffer that cannot be mapped).
+    const Plan *plan = peer_plan(s, sender, e.plan_at);
     if (sender != my_node_rank(s)) {
       const int previous = device >= 0 ? b.use_device(device) : -1;
-      st = map_peer_buffer(pid_of(s, sender), e.handle, &base);
+      st = plan ? map_peer_buffer(pid_of(s, sender), e.handle, &base) : Status::Unsupported;
       // Refused (first time: GpuError; remembered: Unsupported): the sender pushes instead.
       if (st != Status::Ok) landing = take_landing(device, c.bytes);
       if (previous >= 0) b.use_device(previous);
@@ -643,7 +647,7 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
       g = gpus.insert(gpus.end(), Reads{});
       g->device = device;
     }
-    g->reads.push_back({&f, &peer_plan(s, sender, e.plan_at), static_cast<char *>(base) + e.offset, c.bytes, &e, &in});
+    g->reads.push_back({&f, plan, static_cast<char *>(base) + e.offset, c.bytes, &e, &in});
   }
   for (Reads &g : gpus) {
     if (g.landing) continue;

@@ -44,6 +44,7 @@
 #include "help.hpp"
 #include "runtime.hpp"
 #include "tempi.h"
+#include "zero_copy_p2p.hpp"
 
 namespace {
 
@@ -252,6 +253,7 @@ struct Result {
   double median_us = 0, min_us = 0, max_us = 0;
   long long wrong = 0, checked = 0;
   bool failed = false;
+  std::string note;  // typed-zero-copy: messages that took the pack path instead
 };
 
 // A variant's own pair of device buffers: `send` filled with this rank's matrix (or its
@@ -379,7 +381,16 @@ Case run_case(const std::string &shape, int n, int rank, MPI_Comm zero_copy, con
       continue;
     }
     Trip t{zc ? zero_copy : MPI_COMM_WORLD, b->send, b->recv, send_count, recv_count, send_type, recv_type};
+    const uint64_t reads_before = tempi::p2p_counts().reads;
     c.results.push_back(measure(name, o, *b, typed_expected, [&] { return round_trip(t, rank); }));
+    if (zc) {  // a zero-copy variant whose messages took the pack path must not pass for one
+      long long read[2] = {(long long)(tempi::p2p_counts().reads - reads_before), 0}, all[2] = {0, 0};
+      read[1] = o.warmup + o.iters + 1;  // trips, each one message to this rank
+      MPI_Allreduce(read, all, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+      if (all[0] != all[1])
+        c.results.back().note = "only " + std::to_string(all[0]) + " of " + std::to_string(all[1]) +
+                                " messages went by zero-copy (TEMPI_LOG_LEVEL=info says why)";
+    }
   }
   if (Buffers *b = buffers(c.bytes)) {
     Trip t{MPI_COMM_WORLD, b->send, b->recv, int(c.bytes), int(c.bytes), MPI_BYTE, MPI_BYTE};
@@ -451,6 +462,7 @@ void print_case(const Case &c) {
     if (contiguous) std::snprintf(ratio, sizeof ratio, "%.2fx", r.median_us / contiguous->median_us);
     std::printf("%-16s %12.1f %12.1f %12.1f %10.1f %14s %12lld%s\n", r.name.c_str(), r.median_us, r.min_us, r.max_us,
                 gbps(c, r), ratio, r.wrong, r.failed ? "  (a step failed)" : "");
+    if (!r.note.empty()) std::printf("%-16s   %s\n", "", r.note.c_str());
   }
 }
 
@@ -466,7 +478,8 @@ void print_targets(const std::vector<Case> &cases, bool aware) {
                  *peer = find(c, "peer-copy");
     char a[32] = "n/a", b[32] = "n/a";
     if (typed && contiguous) std::snprintf(a, sizeof a, "%.2fx", typed->median_us / contiguous->median_us);
-    if (zc && peer) std::snprintf(b, sizeof b, "%.2f", gbps(c, *zc) / gbps(c, *peer));
+    if (zc && peer)
+      std::snprintf(b, sizeof b, "%.2f%s", gbps(c, *zc) / gbps(c, *peer), zc->note.empty() ? "" : " (not zero-copy)");
     std::printf("%-10s %6d %12.1f %18s %24s\n", c.shape.c_str(), c.n, double(c.bytes) / (1 << 20), a, b);
   }
 }

@@ -302,6 +302,46 @@ TEST_CASE("MPI_Alltoallw with block-list and strided types on both sides", "[zer
   MPI_Type_free(&vec);
 }
 
+TEST_CASE("MPI_Alltoallw of types too large for the plan arena", "[zero-copy]") {
+  // Irregular indexed send types of 3,000 blocks (96 KB of runs each; four of them pass the
+  // communicator's 256 KiB arena): each is published in a shared-memory block of its own,
+  // and every node block is still read by zero-copy, byte for byte as the library moves it.
+  constexpr int kBlocks = 3000, kTypes = 4;
+  for (int k = 0; k < kTypes; ++k) {
+    std::vector<int> lens(kBlocks), disps(kBlocks);
+    int ints = 0, at = 0;
+    for (int i = 0; i < kBlocks; ++i) {
+      lens[size_t(i)] = 1 + (i * 5 + k) % 4;
+      disps[size_t(i)] = at;
+      at += lens[size_t(i)] + 1 + (i + k) % 2;
+      ints += lens[size_t(i)];
+    }
+    MPI_Datatype big;
+    MPI_Type_indexed(kBlocks, lens.data(), disps.data(), MPI_INT, &big);
+    MPI_Type_commit(&big);
+    const size_t n = static_cast<size_t>(g_size), slot = size_t(at) * 4;
+    Buf send(true, slot * n, 81 + uint64_t(k * 8 + g_rank)), recv(true, size_t(ints) * 4 * n, 83 + uint64_t(g_rank));
+    std::vector<int> counts(n, 1), rcounts(n, ints), sd(n), rd(n);
+    std::vector<MPI_Datatype> st(n, big), rt(n, MPI_INT);
+    for (int p = 0; p < g_size; ++p) {
+      sd[size_t(p)] = int(slot) * p;
+      rd[size_t(p)] = ints * 4 * ((p + 1) % g_size);
+    }
+    std::vector<uint8_t> ref = recv.host;
+    REQUIRE(PMPI_Alltoallw(send.host.data(), counts.data(), sd.data(), st.data(), ref.data(), rcounts.data(),
+                           rd.data(), rt.data(), MPI_COMM_WORLD) == MPI_SUCCESS);
+    const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
+    REQUIRE(MPI_Alltoallw(send.ptr, counts.data(), sd.data(), st.data(), recv.ptr, rcounts.data(), rd.data(),
+                          rt.data(), MPI_COMM_WORLD) == MPI_SUCCESS);
+    INFO("type " << k);
+    CHECK(recv.contents() == ref);
+    int expect = 0;
+    for (int p = 0; p < g_size; ++p) expect += p != g_rank && same_node(p) && ipc_on();
+    CHECK(tempi::zero_copy_counts().peer_blocks - before.peer_blocks == uint64_t(expect));
+    MPI_Type_free(&big);
+  }
+}
+
 // A neighbourhood of `comm`: block i of the send buffer to dests[i], block j of the
 // receive buffer from sources[j]; each block a different strided type.
 void neighbor_round(MPI_Comm comm, const std::vector<int> &sources, const std::vector<int> &dests, uint64_t seed) {

@@ -96,8 +96,8 @@ struct Decision {
 // through). Returns an MPI error code: the arguments of GPU data are checked here,
 // before any GPU work (validate.hpp). Empty messages and MPI_PROC_NULL go to the MPI
 // library as they are, which checks them without touching the buffer.
-int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive, bool batched, MPI_Comm comm,
-           const char *call, Decision &d) {
+int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive, bool batched, bool may_zero_copy,
+           MPI_Comm comm, const char *call, Decision &d) {
   if (!active() || count == 0 || peer == MPI_PROC_NULL || !is_gpu_data(buf)) return MPI_SUCCESS;
   std::shared_ptr<const TypeInfo> info;
   if (const int err = check_comm(comm, call)) return err;
@@ -123,8 +123,12 @@ int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive
   const Method requested = requested_method();
   log_downgrade_once(requested);
   d.transfer = choose_transfer(requested, aware, describe_message(d.plan, batched, peer_class(comm, peer)), config());
-  // The device method on one contiguous run needs no packing: the MPI library reads the buffer.
-  if (d.transfer.method == Method::Device && d.plan.contiguous() && !control_may_arrive) {
+  // The device method on one contiguous run needs no packing: the MPI library reads the
+  // buffer. Not where zero-copy point-to-point may take the send: the receiver's one kernel
+  // then writes its own object, where the library's transfer is followed by an unpack.
+  const bool zero_copy_send =
+      may_zero_copy && d.plan.packed_size() >= config().p2p_zero_copy_min && control_share(comm, peer, call);
+  if (d.transfer.method == Method::Device && d.plan.contiguous() && !control_may_arrive && !zero_copy_send) {
     if (local_work().pending()) local_work().settle();
     return MPI_SUCCESS;
   }
@@ -189,13 +193,13 @@ Method requested_method() {
 void set_requested_method(Method m) { g_method.store(int(m), std::memory_order_relaxed); }
 
 int plan_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
-              SendPlan &sp, Outgoing &out, bool batched) {
+              SendPlan &sp, Outgoing &out, bool batched, bool may_zero_copy) {
   out.buf = buf;
   out.count = count;
   out.type = type;
   sp.kind = SendPlan::Kind::PassThrough;
   Decision d;
-  if (const int err = decide(buf, count, type, peer, false, batched, comm, call, d)) return err;
+  if (const int err = decide(buf, count, type, peer, false, batched, may_zero_copy, comm, call, d)) return err;
   if (!d.info) return MPI_SUCCESS;
   const OnDeviceOf on_its_gpu(buf);  // device staging comes from this GPU's pool
 
@@ -257,7 +261,7 @@ int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm com
   in.comm = comm;
   in.user = buf;
   Decision d;
-  if (const int err = decide(buf, count, type, peer, true, batched, comm, call, d)) return err;
+  if (const int err = decide(buf, count, type, peer, true, batched, false, comm, call, d)) return err;
   if (!d.info) return MPI_SUCCESS;
   Backend &b = gpu_backend();
   const OnDeviceOf on_its_gpu(buf);

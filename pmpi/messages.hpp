@@ -62,8 +62,10 @@ struct SendPlan {
 // Everything a send needs before its data moves: the decision, staging, and in `out`
 // the arguments for the MPI library. Returns an MPI error code (raised on `comm`).
 // `batched`: a nonblocking call, whose GPU work is issued with others (choose_transfer).
+// `may_zero_copy`: a send that zero-copy point-to-point may take (p2p_isend), so a
+// contiguous one is planned as a pack too, never handed to the library as it is.
 int plan_send(const void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call,
-              SendPlan &sp, Outgoing &out, bool batched = false);
+              SendPlan &sp, Outgoing &out, bool batched = false, bool may_zero_copy = false);
 
 // Moves a planned send's data into its staging (completes before returning).
 int fill_staging(const void *buf, const SendPlan &sp, Outgoing &out, MPI_Comm comm, const char *call);

@@ -47,10 +47,12 @@ int isend_with(IsendFn next, const char *call, const void *buf, int count, MPI_D
   const PointerScope one_call;
   SendPlan sp;
   Outgoing out;
-  if (const int err = plan_send(buf, count, type, dest, comm, call, sp, out, !config().eager_sends)) return err;
-  if (const int err = check_tag_if(sp.kind != SendPlan::Kind::PassThrough, comm, call, tag, false)) return err;
   // A buffered send may reuse its buffer at once: never read in place by a peer.
-  if (sp.kind == SendPlan::Kind::Pack && next != TEMPI_NEXT(MPI_Ibsend)) {
+  const bool may_zero_copy = next != TEMPI_NEXT(MPI_Ibsend);
+  if (const int err = plan_send(buf, count, type, dest, comm, call, sp, out, !config().eager_sends, may_zero_copy))
+    return err;
+  if (const int err = check_tag_if(sp.kind != SendPlan::Kind::PassThrough, comm, call, tag, false)) return err;
+  if (sp.kind == SendPlan::Kind::Pack && may_zero_copy) {
     if (const int err = check_not_null(comm, call, request, "the request argument")) return err;
     int err = MPI_SUCCESS;
     if (p2p_isend(next, call, buf, count, sp, dest, tag, comm, request, err)) return err;

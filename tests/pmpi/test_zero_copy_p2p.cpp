@@ -477,6 +477,27 @@ TEST_CASE("send buffers freed and allocated again between messages") {
   }
 }
 
+TEST_CASE("contiguous sends are read by zero-copy too, on a CUDA-aware library as on any other") {
+  // A CUDA-aware library would move a contiguous GPU buffer itself, and the receiver then
+  // unpack it: on a communicator with zero-copy on, the receiver's kernel writes its typed
+  // object from the sender's buffer instead.
+  if (g_size < 2) return;
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) return;
+  Types t;
+  make_types(4096, t);  // the receive type: blocks of 2 ints every 7
+  const int ints = type_size(t.recv) / 4;
+  const tempi::P2pCounts before = tempi::p2p_counts();
+  Buf s(true, size_t(ints) * 4, 3000 + uint64_t(g_rank)), r(true, span(t.recv, 1), 3100);
+  MPI_Request req[2];
+  MPI_Irecv(r.ptr, 1, t.recv, peer, 70, g_zc, &req[0]);
+  MPI_Isend(s.ptr, ints, MPI_INT, peer, 70, g_zc, &req[1]);
+  REQUIRE(MPI_Waitall(2, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+  Buf ref(false, s.bytes, 3000 + uint64_t(peer));
+  CHECK(r.contents() == expected(ref.host, MPI_INT, ints, r.host, t.recv, 1));
+  CHECK(tempi::p2p_counts().reads - before.reads == uint64_t(zero_copy_expected(peer, int64_t(ints) * 4)));
+}
+
 // This process's plan blocks in shared memory (core/shared_blob.hpp names them
 // /tempi-plan-<pid>-...).
 int plan_blocks() {

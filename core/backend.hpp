@@ -182,6 +182,21 @@ class Backend {
   virtual Status allocate_device(size_t bytes, void **out) = 0;
   virtual void free_device(void *ptr) = 0;
   virtual Status copy(void *dst, const void *src, size_t bytes) = 0;
+  // Several copies that return together: on a GPU, issued on one stream and waited for
+  // once, where copy() waits for each (zero-copy point-to-point reads the heads of the
+  // messages a CUDA-aware library received into device staging this way: one wait for a
+  // halo exchange's 26, not 26). Device sources are on the current device; the waits
+  // overlap only where the destinations are pinned host memory.
+  struct CopyJob {
+    void *dst;
+    const void *src;
+    size_t bytes;
+  };
+  virtual Status copy_all(const std::vector<CopyJob> &jobs) {
+    for (const CopyJob &j : jobs)
+      if (const Status st = copy(j.dst, j.src, j.bytes); st != Status::Ok) return st;
+    return Status::Ok;
+  }
 
   // Zero-copy between processes of one node (docs/design.md, "Zero-copy collectives").
   // ipc_export describes the allocation that holds device pointer `ptr` (Unsupported for

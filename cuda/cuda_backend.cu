@@ -545,6 +545,16 @@ class CudaBackend final : public Backend {
     return Status::Ok;
   }
 
+  Status copy_all(const std::vector<CopyJob> &jobs) override {
+    if (jobs.empty()) return Status::Ok;
+    close_thread_open(-1);
+    cudaStream_t stream;
+    TEMPI_TRY(thread_stream(stream));  // a blocking stream: it follows the legacy default stream, as copy() does
+    for (const CopyJob &j : jobs) TEMPI_CUDA(cudaMemcpyAsync(j.dst, j.src, j.bytes, cudaMemcpyDefault, stream));
+    TEMPI_CUDA(synchronize(stream));
+    return Status::Ok;
+  }
+
   void release_plan(uint64_t id) override {
     std::lock_guard<std::mutex> lock(units_mutex_);
     for (int device = 0; device < kMaxDevices; ++device) units_.erase(units_key(id, device));

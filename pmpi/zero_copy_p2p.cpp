@@ -567,10 +567,61 @@ struct Reads {
 // Recognizes the control messages among receives that completed together, checks their
 // sizes, and issues their reads (one launch per GPU). Marks every receive it handled
 // finished; data beyond a receive's capacity is a truncation.
+// The first kControlBytes of each receive in `batch` that may hold a control message (a
+// zero-copy receive, completed, not cancelled, of exactly that size from a rank of the
+// node), by batch index; the others' heads are not read. Heads in device staging (a
+// CUDA-aware library's) come back with one wait per GPU.
+std::vector<Control> read_heads(std::vector<Finishing> &batch, std::vector<bool> &has_head) {
+  Backend &b = gpu_backend();
+  std::vector<Control> heads(batch.size());
+  has_head.assign(batch.size(), false);
+  std::vector<std::pair<int, size_t>> on_device;  // (GPU, batch index)
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Finishing &f = batch[i];
+    Incoming &in = *f.in;
+    if (!in.p2p || in.finished || f.err != MPI_SUCCESS) continue;
+    int cancelled = 0;
+    PMPI_Test_cancelled(&f.status, &cancelled);
+    MPI_Count received = 0;
+    PMPI_Get_elements_x(&f.status, MPI_BYTE, &received);
+    if (cancelled || received != kControlBytes || node_rank_of(*in.p2p, f.status.MPI_SOURCE) < 0) continue;
+    if (in.transfer.method == Method::Device)
+      on_device.emplace_back(b.device_of(in.user), i);
+    else
+      std::memcpy(&heads[i], in.staging.ptr, sizeof(Control)), has_head[i] = true;
+  }
+  if (on_device.empty()) return heads;
+  std::sort(on_device.begin(), on_device.end());
+  Scratch pinned;  // where the copies land; the heads vector itself where none can be had
+  const bool have_pinned = b.acquire(ScratchKind::Pinned, on_device.size() * sizeof(Control), pinned) == Status::Ok;
+  Control *landing = have_pinned ? static_cast<Control *>(pinned.ptr) : nullptr;
+  for (size_t k = 0; k < on_device.size();) {
+    const int device = on_device[k].first;
+    std::vector<Backend::CopyJob> jobs;
+    size_t end = k;
+    for (; end < on_device.size() && on_device[end].first == device; ++end) {
+      const size_t i = on_device[end].second;
+      jobs.push_back({landing ? &landing[end] : &heads[i], batch[i].in->staging.ptr, sizeof(Control)});
+    }
+    const int previous = device >= 0 ? b.use_device(device) : -1;
+    const bool copied = b.copy_all(jobs) == Status::Ok;
+    if (previous >= 0) b.use_device(previous);
+    for (; k < end; ++k) {
+      const size_t i = on_device[k].second;
+      if (copied && landing) heads[i] = landing[k];
+      has_head[i] = copied;  // a failed copy: the message is taken for data, whose unpack reports the fault
+    }
+  }
+  return heads;
+}
+
 std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
   std::vector<Reads> gpus;
   Backend &b = gpu_backend();
-  for (Finishing &f : batch) {
+  std::vector<bool> has_head;
+  const std::vector<Control> heads = read_heads(batch, has_head);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Finishing &f = batch[i];
     Incoming &in = *f.in;
     if (!in.p2p || in.finished || f.err != MPI_SUCCESS) continue;
     int cancelled = 0;
@@ -580,17 +631,8 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
     PMPI_Get_elements_x(&f.status, MPI_BYTE, &received);
     NodeShare &s = *in.p2p;
     const int sender = node_rank_of(s, f.status.MPI_SOURCE);
-    Control c;
-    bool control = false;
-    if (received == kControlBytes && sender >= 0) {
-      if (in.transfer.method == Method::Device) {  // device staging (a CUDA-aware library)
-        const OnDeviceOf on_its_gpu(in.user);
-        control = b.copy(&c, in.staging.ptr, sizeof c) == Status::Ok && is_control(s, sender, c, f.status);
-      } else {
-        std::memcpy(&c, in.staging.ptr, sizeof c);
-        control = is_control(s, sender, c, f.status);
-      }
-    }
+    const Control &c = heads[i];
+    const bool control = has_head[i] && is_control(s, sender, c, f.status);
     const int64_t bytes = control ? c.bytes : int64_t(received);
     if (bytes > in.capacity) {  // a sender of a control message completes; the receive reports it
       in.finished = true;

@@ -306,33 +306,59 @@ void wait_flight(const Flight &f, const char *call) {
   }
 }
 
-// A send's step: true when it finished (its receiver read the data, or its control message
-// was cancelled).
-bool advance_send(Flight &f) {
+// A send whose control message the library reported done (`err`: its error): true when
+// that finished the send (the message failed or was cancelled, so nobody reads the buffer).
+bool control_done(Flight &f, const MPI_Status &st, int err) {
   P2pEntry &e = board_of(*f.share, my_node_rank(*f.share))[f.entry];
-  if (!f.inner_done) {
-    cancel_if_asked(f);
-    int flag = 0;
-    MPI_Status st;
-    const int err = TEMPI_NEXT(MPI_Test)(&f.inner, &flag, &st);
-    if (err != MPI_SUCCESS) {  // the control message failed: nobody will read the buffer
-      f.error = err;
-      give_entry(e);
-      return true;
-    }
-    if (!flag) return false;
-    f.inner_done = true;
-    int cancelled = 0;
-    PMPI_Test_cancelled(&st, &cancelled);
-    if (cancelled) {
-      PMPI_Status_set_cancelled(&f.status, 1);
-      give_entry(e);
-      return true;
-    }
+  f.inner_done = true;
+  if (err != MPI_SUCCESS) {
+    f.error = err;
+    give_entry(e);
+    return true;
   }
+  int cancelled = 0;
+  PMPI_Test_cancelled(&st, &cancelled);
+  if (!cancelled) return false;
+  PMPI_Status_set_cancelled(&f.status, 1);
+  give_entry(e);
+  return true;
+}
+
+// A send whose control message went: true when its receiver has read the data.
+bool read_by_receiver(Flight &f) {
+  P2pEntry &e = board_of(*f.share, my_node_rank(*f.share))[f.entry];
   if (e.state.load(std::memory_order_acquire) != 2) return false;
   give_entry(e);
   return true;
+}
+
+// Tests the library's requests of `flights` in one MPI_Testsome (one call of the library's
+// progress for all of them) and calls `done(flight, status, error)` for each completed one.
+template <class Done>
+void test_inner(const std::vector<std::shared_ptr<Flight>> &flights, Done done) {
+  if (flights.empty()) return;
+  std::vector<MPI_Request> inner(flights.size());
+  for (size_t k = 0; k < flights.size(); ++k) inner[k] = flights[k]->inner;
+  std::vector<int> index(flights.size());
+  std::vector<MPI_Status> st(flights.size());
+  int n = 0;
+  const int err = TEMPI_NEXT(MPI_Testsome)(int(inner.size()), inner.data(), &n, index.data(), st.data());
+  if (err != MPI_SUCCESS && err != MPI_ERR_IN_STATUS) {  // no statuses: test each for its own error
+    n = 0;
+    for (size_t k = 0; k < flights.size(); ++k) {
+      int flag = 0;
+      const int e = TEMPI_NEXT(MPI_Test)(&inner[k], &flag, &st[size_t(n)]);
+      if (flag || e != MPI_SUCCESS) {
+        st[size_t(n)].MPI_ERROR = e;
+        index[size_t(n++)] = int(k);
+      }
+    }
+  }
+  for (int d = 0; d < n && n != MPI_UNDEFINED; ++d) {
+    const size_t k = size_t(index[size_t(d)]);
+    flights[k]->inner = inner[k];
+    done(flights[k], st[size_t(d)], err == MPI_SUCCESS ? MPI_SUCCESS : st[size_t(d)].MPI_ERROR);
+  }
 }
 
 // Whether control bytes `c` from node rank `sender` on (`status`'s tag) name a live entry of
@@ -807,53 +833,42 @@ void p2p_progress() {
     }
     it = g_reading.erase(it);
   }
-  // Receives waiting for the library: tested in one call.
-  std::vector<std::shared_ptr<Flight>> waiting;
+  // Sends whose control message is still the library's, and receives waiting for the
+  // library: each kind tested in one call.
+  std::vector<std::shared_ptr<Flight>> unsent, waiting;
+  for (const auto &p : g_flights) {
+    Flight &f = *p;
+    if (f.is_send && !f.inner_done) {
+      cancel_if_asked(f);
+      unsent.push_back(p);
+    } else if (!f.is_send && !f.reading) {
+      cancel_if_asked(f);
+      waiting.push_back(p);
+    }
+  }
+  std::vector<std::shared_ptr<Flight>> over;  // sends that ended with their control message
+  test_inner(unsent, [&](const std::shared_ptr<Flight> &f, const MPI_Status &st, int e) {
+    if (control_done(*f, st, e)) over.push_back(f);
+  });
   for (auto it = g_flights.begin(); it != g_flights.end();) {
     Flight &f = **it;
-    if (f.is_send) {
-      if (advance_send(f)) {
-        finished.push_back(*it);
-        it = g_flights.erase(it);
-        continue;
-      }
-    } else if (!f.reading) {
-      cancel_if_asked(f);
-      waiting.push_back(*it);
+    const bool ended = std::find(over.begin(), over.end(), *it) != over.end();
+    if (f.is_send && (ended || (f.inner_done && read_by_receiver(f)))) {
+      finished.push_back(*it);
+      it = g_flights.erase(it);
+      continue;
     }
     ++it;
   }
   std::vector<Finishing> arrived;
   std::vector<std::shared_ptr<Flight>> receivers;
-  if (!waiting.empty()) {
-    std::vector<MPI_Request> inner(waiting.size());
-    for (size_t k = 0; k < waiting.size(); ++k) inner[k] = waiting[k]->inner;
-    std::vector<int> index(waiting.size());
-    std::vector<MPI_Status> st(waiting.size());
-    int done = 0;
-    const int err = TEMPI_NEXT(MPI_Testsome)(int(inner.size()), inner.data(), &done, index.data(), st.data());
-    if (err != MPI_SUCCESS && err != MPI_ERR_IN_STATUS) {  // no statuses: test each for its own error
-      done = 0;
-      for (size_t k = 0; k < waiting.size(); ++k) {
-        int flag = 0;
-        const int e = TEMPI_NEXT(MPI_Test)(&inner[k], &flag, &st[size_t(done)]);
-        if (flag || e != MPI_SUCCESS) {
-          st[size_t(done)].MPI_ERROR = e;
-          index[size_t(done++)] = int(k);
-        }
-      }
-    }
-    for (int d = 0; d < done && done != MPI_UNDEFINED; ++d) {
-      Flight &f = *waiting[size_t(index[size_t(d)])];
-      f.inner = inner[size_t(index[size_t(d)])];
-      const MPI_Status &one = st[size_t(d)];
-      const int e = err == MPI_SUCCESS ? MPI_SUCCESS : one.MPI_ERROR;
-      f.status = one;
-      f.error = e;
-      arrived.push_back({&f.in, one, e});
-      receivers.push_back(waiting[size_t(index[size_t(d)])]);
-    }
-  }
+  test_inner(waiting, [&](const std::shared_ptr<Flight> &p, const MPI_Status &one, int e) {
+    Flight &f = *p;
+    f.status = one;
+    f.error = e;
+    arrived.push_back({&f.in, one, e});
+    receivers.push_back(p);
+  });
   if (!arrived.empty()) {
     // Control messages: their reads are issued now and finish in a later round, so that
     // messages arriving one after another overlap on the GPU instead of waiting in turn.

@@ -862,13 +862,22 @@ void p2p_progress() {
   }
   std::vector<Finishing> arrived;
   std::vector<std::shared_ptr<Flight>> receivers;
-  test_inner(waiting, [&](const std::shared_ptr<Flight> &p, const MPI_Status &one, int e) {
-    Flight &f = *p;
-    f.status = one;
-    f.error = e;
-    arrived.push_back({&f.in, one, e});
-    receivers.push_back(p);
-  });
+  // Tested again while a test finds more: Open MPI hands over about one message per test
+  // call, and reads issued per message cost a launch (and, on device staging, a wait for
+  // the heads) each, about 19 a halo exchange where MPICH's arrivals came in 2 or 3.
+  for (size_t seen = 0; !waiting.empty();) {
+    test_inner(waiting, [&](const std::shared_ptr<Flight> &p, const MPI_Status &one, int e) {
+      Flight &f = *p;
+      f.status = one;
+      f.error = e;
+      arrived.push_back({&f.in, one, e});
+      receivers.push_back(p);
+    });
+    if (receivers.size() == seen) break;
+    for (size_t k = seen; k < receivers.size(); ++k)
+      waiting.erase(std::find(waiting.begin(), waiting.end(), receivers[k]));
+    seen = receivers.size();
+  }
   if (!arrived.empty()) {
     // Control messages: their reads are issued now and finish in a later round, so that
     // messages arriving one after another overlap on the GPU instead of waiting in turn.

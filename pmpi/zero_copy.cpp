@@ -332,8 +332,8 @@ struct NodeShare {
       copy_bytes(p + sizeof h + runs, plan.dims.data(), dims);
     } else {
       std::vector<char> body(runs + dims);
-      std::memcpy(body.data(), plan.pattern.data(), runs);
-      std::memcpy(body.data() + runs, plan.dims.data(), dims);
+      copy_bytes(body.data(), plan.pattern.data(), runs);
+      copy_bytes(body.data() + runs, plan.dims.data(), dims);
       h.blob = blobs.size() + 1;
       const std::string name = shared_blob_name(s.pid, s.nonce, h.blob);
       if (const int err = write_shared_blob(name, body.data(), body.size())) {
@@ -382,10 +382,10 @@ struct NodeShare {
     plan.pattern_size = h.pattern_size;
     plan.extent = h.extent;
     std::vector<Run> pattern(static_cast<size_t>(h.nruns));
-    std::memcpy(pattern.data(), body.data(), runs);
+    copy_bytes(pattern.data(), body.data(), runs);
     plan.pattern = std::move(pattern);
     plan.dims.resize(size_t(h.ndims));
-    std::memcpy(plan.dims.data(), body.data() + runs, dims);
+    copy_bytes(plan.dims.data(), body.data() + runs, dims);
     plan.id = new_plan_id();  // its device-side data is this process's
     return &peer_plans.emplace(key, std::move(plan)).first->second;
   }

@@ -143,6 +143,10 @@ void Engine::flush() {
 
 void Engine::before_send(MPI_Comm comm, int dest) {
   if (p2p_queued()) p2p_post_queued(comm, dest);
+  before_queued_send(comm, dest);
+}
+
+void Engine::before_queued_send(MPI_Comm comm, int dest) {
   if (!busy()) return;
   bool earlier = false;
   {

@@ -61,6 +61,10 @@ class Engine {
   void flush();
   // MPI's non-overtaking rule: a send to (comm, dest) is posted after every earlier one.
   void before_send(MPI_Comm comm, int dest);
+  // The same for a zero-copy send, whose control message joins the queue of those waiting to
+  // be posted (zero_copy_p2p.cpp): only the engine's earlier sends to (comm, dest) are posted
+  // now, since the queue posts its own in order.
+  void before_queued_send(MPI_Comm comm, int dest);
 
  private:
   void issue_locked();

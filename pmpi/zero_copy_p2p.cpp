@@ -430,8 +430,9 @@ bool p2p_isend(IsendFn post, const char *call, const void *buf, int count, const
       TEMPI_LOG(Debug, "%s: %d zero-copy sends in flight on a communicator; more take the pack path", call, kP2pEntries);
     return false;
   }
-  // MPI's order: this message reaches the library after every earlier send to `dest`.
-  engine().before_send(comm, dest);
+  // MPI's order: this message reaches the library after every earlier send to `dest` (the
+  // queued control messages to it go first when the queue is posted, in their order).
+  engine().before_queued_send(comm, dest);
   P2pEntry &e = board_of(*share, my_node_rank(*share))[at];
   e.dest = to;
   e.tag = tag;

@@ -463,7 +463,8 @@ bool p2p_isend(IsendFn post, const char *call, const void *buf, int count, const
     return true;
   }
   // The control message waits for the next call that posts sends (flush_sends, a send to
-  // the same destination): the sends started together then wait for the default stream once.
+  // the same destination that is not zero-copy): the sends started together then wait for
+  // the default stream once.
   std::lock_guard<std::mutex> lock(g_queue_mutex);
   g_queue.push_back(std::move(f));
   g_queued = g_queue.size();

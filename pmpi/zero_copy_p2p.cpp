@@ -592,9 +592,6 @@ struct Reads {
   std::vector<std::shared_ptr<Flight>> flights;  // progress: the receives these reads finish
 };
 
-// Recognizes the control messages among receives that completed together, checks their
-// sizes, and issues their reads (one launch per GPU). Marks every receive it handled
-// finished; data beyond a receive's capacity is a truncation.
 // The first kControlBytes of each receive in `batch` that may hold a control message (a
 // zero-copy receive, completed, not cancelled, of exactly that size from a rank of the
 // node), by batch index; the others' heads are not read. Heads in device staging (a
@@ -613,10 +610,12 @@ std::vector<Control> read_heads(std::vector<Finishing> &batch, std::vector<bool>
     MPI_Count received = 0;
     PMPI_Get_elements_x(&f.status, MPI_BYTE, &received);
     if (cancelled || received != kControlBytes || node_rank_of(*in.p2p, f.status.MPI_SOURCE) < 0) continue;
-    if (in.transfer.method == Method::Device)
+    if (in.transfer.method == Method::Device) {
       on_device.emplace_back(b.device_of(in.user), i);
-    else
-      std::memcpy(&heads[i], in.staging.ptr, sizeof(Control)), has_head[i] = true;
+    } else {
+      std::memcpy(&heads[i], in.staging.ptr, sizeof(Control));
+      has_head[i] = true;
+    }
   }
   if (on_device.empty()) return heads;
   std::sort(on_device.begin(), on_device.end());
@@ -643,6 +642,9 @@ std::vector<Control> read_heads(std::vector<Finishing> &batch, std::vector<bool>
   return heads;
 }
 
+// Recognizes the control messages among receives that completed together, checks their
+// sizes, and issues their reads (one launch per GPU). Marks every receive it handled
+// finished; data beyond a receive's capacity is a truncation.
 std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
   std::vector<Reads> gpus;
   Backend &b = gpu_backend();

@@ -122,7 +122,18 @@ int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive
   d.plan = info->plan->for_count(count);
   const Method requested = requested_method();
   log_downgrade_once(requested);
-  d.transfer = choose_transfer(requested, aware, describe_message(d.plan, batched, peer_class(comm, peer)), config());
+  const TransferQuery message = describe_message(d.plan, batched, peer_class(comm, peer));
+  d.transfer = choose_transfer(requested, aware, message, config());
+  // A CUDA-aware library writes a control message into device staging with a copy, which
+  // TEMPI then copies back to read: about 15 us a message more than in host memory (bench_large,
+  // H100, 2026-11-24). So a receive that expects one stages as for a library that is not
+  // CUDA-aware; data that arrives instead is moved from there. Persistent receives keep the
+  // library's choice: their staging outlives any guess.
+  if (control_may_arrive && requested == Method::Auto && d.transfer.method == Method::Device &&
+      d.plan.packed_size() >= config().p2p_zero_copy_min && std::strcmp(call, "MPI_Recv_init") != 0) {
+    if (const std::shared_ptr<NodeShare> share = p2p_share(comm); share && p2p_stage_for_control(*share, peer))
+      d.transfer = choose_transfer(requested, false, message, config());
+  }
   // The device method on one contiguous run needs no packing: the MPI library reads the
   // buffer. Not where zero-copy point-to-point may take the send: the receiver's one kernel
   // then writes its own object, where the library's transfer is followed by an unpack.

@@ -57,6 +57,11 @@ uint64_t nonce_of(const NodeShare &s, int node_rank);  // a random number each s
 // Whether node rank `reader`'s GPU can read memory of the GPU with identity `device`.
 bool reads_gpu(const NodeShare &s, int reader, const std::string &device);
 P2pEntry *board_of(NodeShare &s, int node_rank);  // kP2pEntries entries
+// Whether the last message of at least TEMPI_P2P_ZERO_COPY_MIN bytes that this rank received
+// from node rank `node_rank` (-1: from any rank) was a control message; true until one came.
+// saw_message records one (thread-safe; a race only blurs a guess).
+bool expects_control(const NodeShare &s, int node_rank);
+void saw_message(NodeShare &s, int node_rank, bool control);
 // The word node rank `node_rank`'s pusher thread sleeps on (a futex in shared memory):
 // receivers add 1 and wake it when they ask it to push.
 std::atomic<uint32_t> &push_word(NodeShare &s, int node_rank);

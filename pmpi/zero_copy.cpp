@@ -11,6 +11,7 @@
 #include <cstring>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <set>
@@ -267,6 +268,9 @@ struct NodeShare {
   bool arena_full_logged = false;
   std::mutex plans_mutex;  // published and peer_plans: point-to-point calls run on any thread
   bool p2p = false;        // zero-copy point-to-point was enabled on the communicator (collectively)
+  // Whether the last large message from each node rank (the last slot: from any rank) was a
+  // control message (expects_control).
+  std::unique_ptr<std::atomic<bool>[]> last_was_control;
   // A persistent collective was made on the communicator (every rank of it knows alike: the
   // init is collective). Its requests may outlive the communicator's handle (MPI allows
   // freeing a communicator that persistent requests still use) and are freed by each rank
@@ -465,6 +469,8 @@ std::shared_ptr<NodeShare> make_share(MPI_Comm comm) {
     return nullptr;  // every rank of the node fails alike: the call is collective
   }
   share->segments.resize(size_t(n));
+  share->last_was_control.reset(new std::atomic<bool>[size_t(n) + 1]);
+  for (int i = 0; i <= n; ++i) share->last_was_control[size_t(i)].store(true, std::memory_order_relaxed);
   for (int i = 0; i < n; ++i) {
     MPI_Aint bytes = 0;
     int unit = 0;
@@ -1197,6 +1203,14 @@ bool reads_gpu(const NodeShare &s, int reader, const std::string &device) {
   return readable_by(*s.segments[size_t(reader)], id);
 }
 P2pEntry *board_of(NodeShare &s, int node_rank) { return s.segments[size_t(node_rank)]->board; }
+bool expects_control(const NodeShare &s, int node_rank) {
+  const size_t slot = node_rank >= 0 ? size_t(node_rank) : s.segments.size();
+  return s.last_was_control[slot].load(std::memory_order_relaxed);
+}
+void saw_message(NodeShare &s, int node_rank, bool control) {
+  s.last_was_control[size_t(node_rank)].store(control, std::memory_order_relaxed);
+  s.last_was_control[s.segments.size()].store(control, std::memory_order_relaxed);
+}
 std::atomic<uint32_t> &push_word(NodeShare &s, int node_rank) { return s.segments[size_t(node_rank)]->push_word; }
 int64_t publish_plan(NodeShare &s, const Plan &plan, uint64_t id, int64_t count) { return s.publish(plan, id, count); }
 const Plan *peer_plan(NodeShare &s, int peer, int64_t at) { return s.peer_plan(peer, at); }

@@ -43,7 +43,7 @@ struct Control {
 };
 static_assert(sizeof(Control) == kControlBytes, "the control message has a fixed size");
 
-std::atomic<uint64_t> g_serial{0}, g_reads{0}, g_sends{0}, g_probed{0}, g_pushed{0};
+std::atomic<uint64_t> g_serial{0}, g_reads{0}, g_sends{0}, g_probed{0}, g_pushed{0}, g_staged_for_control{0};
 
 // An entry's states: P2pEntry::state's 0, 1 and 2, and these. Filling: taken by a thread of
 // this process that fills it (no receiver looks at it, no other thread takes it). A push,
@@ -527,6 +527,14 @@ void p2p_post_queued(MPI_Comm comm, int dest) {
 
 // ---- Receives ------------------------------------------------------------------------------
 
+bool p2p_stage_for_control(NodeShare &s, int source) {
+  const int from = source == MPI_ANY_SOURCE ? -1 : node_rank_of(s, source);
+  if (source != MPI_ANY_SOURCE && from < 0) return false;  // on another node: data only
+  if (!expects_control(s, from)) return false;
+  g_staged_for_control.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 namespace {
 
 std::shared_ptr<Flight> post_recv(Incoming &in, int source, int tag, MPI_Comm comm, int &err) {
@@ -592,6 +600,18 @@ struct Reads {
   std::vector<std::shared_ptr<Flight>> flights;  // progress: the receives these reads finish
 };
 
+// The bytes that arrived for a zero-copy receive of `batch` that completed whole (no error,
+// not cancelled, not handled yet), else -1.
+int64_t arrived_bytes(const Finishing &f) {
+  if (!f.in->p2p || f.in->finished || f.err != MPI_SUCCESS) return -1;
+  int cancelled = 0;
+  PMPI_Test_cancelled(&f.status, &cancelled);
+  if (cancelled) return -1;
+  MPI_Count received = 0;
+  PMPI_Get_elements_x(&f.status, MPI_BYTE, &received);
+  return int64_t(received);
+}
+
 // The first kControlBytes of each receive in `batch` that may hold a control message (a
 // zero-copy receive, completed, not cancelled, of exactly that size from a rank of the
 // node), by batch index; the others' heads are not read. Heads in device staging (a
@@ -604,12 +624,7 @@ std::vector<Control> read_heads(std::vector<Finishing> &batch, std::vector<bool>
   for (size_t i = 0; i < batch.size(); ++i) {
     Finishing &f = batch[i];
     Incoming &in = *f.in;
-    if (!in.p2p || in.finished || f.err != MPI_SUCCESS) continue;
-    int cancelled = 0;
-    PMPI_Test_cancelled(&f.status, &cancelled);
-    MPI_Count received = 0;
-    PMPI_Get_elements_x(&f.status, MPI_BYTE, &received);
-    if (cancelled || received != kControlBytes || node_rank_of(*in.p2p, f.status.MPI_SOURCE) < 0) continue;
+    if (arrived_bytes(f) != kControlBytes || node_rank_of(*in.p2p, f.status.MPI_SOURCE) < 0) continue;
     if (in.transfer.method == Method::Device) {
       on_device.emplace_back(b.device_of(in.user), i);
     } else {
@@ -653,17 +668,14 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
   for (size_t i = 0; i < batch.size(); ++i) {
     Finishing &f = batch[i];
     Incoming &in = *f.in;
-    if (!in.p2p || in.finished || f.err != MPI_SUCCESS) continue;
-    int cancelled = 0;
-    PMPI_Test_cancelled(&f.status, &cancelled);
-    if (cancelled) continue;
-    MPI_Count received = 0;
-    PMPI_Get_elements_x(&f.status, MPI_BYTE, &received);
+    const int64_t received = arrived_bytes(f);
+    if (received < 0) continue;
     NodeShare &s = *in.p2p;
     const int sender = node_rank_of(s, f.status.MPI_SOURCE);
     const Control &c = heads[i];
     const bool control = has_head[i] && is_control(s, sender, c, f.status);
-    const int64_t bytes = control ? c.bytes : int64_t(received);
+    const int64_t bytes = control ? c.bytes : received;
+    if (sender >= 0 && (control || bytes >= config().p2p_zero_copy_min)) saw_message(s, sender, control);
     if (bytes > in.capacity) {  // a sender of a control message completes; the receive reports it
       in.finished = true;
       if (control) board_of(s, sender)[c.entry].state.store(2, std::memory_order_release);
@@ -957,7 +969,9 @@ void p2p_after_probe(MPI_Comm comm, const MPI_Status &status) {
     }
 }
 
-P2pCounts p2p_counts() { return {g_reads.load(), g_sends.load(), g_probed.load(), g_pushed.load()}; }
+P2pCounts p2p_counts() {
+  return {g_reads.load(), g_sends.load(), g_probed.load(), g_pushed.load(), g_staged_for_control.load()};
+}
 
 void p2p_shutdown() {
   {

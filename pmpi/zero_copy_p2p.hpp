@@ -36,6 +36,13 @@ int p2p_enable(MPI_Comm comm, bool on, int *enabled);
 bool p2p_isend(IsendFn post, const char *call, const void *buf, int count, const SendPlan &sp, int dest, int tag,
                MPI_Comm comm, MPI_Request *request, int &err);
 
+// Whether a receive from comm rank `source` (or MPI_ANY_SOURCE) on a communicator with
+// zero-copy point-to-point (`s`) expects a control message rather than data: the last message
+// of at least TEMPI_P2P_ZERO_COPY_MIN bytes from that rank (from any rank) was one, or none
+// came yet. On a CUDA-aware library such a receive stages in host memory (messages.cpp,
+// `decide`); a wrong guess costs time, never bytes. Counts the receives staged so.
+bool p2p_stage_for_control(NodeShare &s, int source);
+
 // A receive that prepare_recv marked (Incoming::p2p): posts the library's receive into the
 // staging and hands the application a generalized request that TEMPI completes
 // (p2p_progress), whether a control message or data arrives. Returns an MPI error code.
@@ -71,10 +78,11 @@ int p2p_failed(MPI_Request handle);
 void p2p_after_probe(MPI_Comm comm, const MPI_Status &status);
 
 // Messages this process read by zero-copy point-to-point, sends it made that way, probes
-// that may have found a control message, and messages it received through a push (their
-// senders' buffers could not be mapped here) (tests).
+// that may have found a control message, messages it received through a push (their
+// senders' buffers could not be mapped here), and receives staged in host memory for an
+// expected control message (p2p_stage_for_control) (tests).
 struct P2pCounts {
-  uint64_t reads = 0, sends = 0, probed_controls = 0, pushed = 0;
+  uint64_t reads = 0, sends = 0, probed_controls = 0, pushed = 0, staged_for_control = 0;
 };
 P2pCounts p2p_counts();
 

@@ -256,6 +256,14 @@ struct Result {
   std::string note;  // typed-zero-copy: messages that took the pack path instead
 };
 
+// A variant that was not measured, and why.
+Result not_measured(const std::string &name, const std::string &why) {
+  Result r;
+  r.name = name;
+  r.na = why;
+  return r;
+}
+
 // A variant's own pair of device buffers: `send` filled with this rank's matrix (or its
 // first bytes), `recv` poisoned before the verified trip.
 struct Buffers {
@@ -377,7 +385,7 @@ Case run_case(const std::string &shape, int n, int rank, MPI_Comm zero_copy, con
     const char *name = zc ? "typed-zero-copy" : "typed";
     Buffers *b = zc && !zero_copy_na.empty() ? nullptr : buffers(matrix_bytes);
     if (!b) {
-      c.results.push_back({name, zc && !zero_copy_na.empty() ? zero_copy_na : kNoMemory});
+      c.results.push_back(not_measured(name, zc && !zero_copy_na.empty() ? zero_copy_na : kNoMemory));
       continue;
     }
     Trip t{zc ? zero_copy : MPI_COMM_WORLD, b->send, b->recv, send_count, recv_count, send_type, recv_type};
@@ -396,7 +404,7 @@ Case run_case(const std::string &shape, int n, int rank, MPI_Comm zero_copy, con
     Trip t{MPI_COMM_WORLD, b->send, b->recv, int(c.bytes), int(c.bytes), MPI_BYTE, MPI_BYTE};
     c.results.push_back(measure("contiguous", o, *b, bytes_expected, [&] { return round_trip(t, rank); }));
   } else {
-    c.results.push_back({"contiguous", kNoMemory});
+    c.results.push_back(not_measured("contiguous", kNoMemory));
   }
   {  // peer-copy
     kept.push_back(std::make_unique<Buffers>());
@@ -413,7 +421,7 @@ Case run_case(const std::string &shape, int n, int rank, MPI_Comm zero_copy, con
       ok = false;
     }
     if (!all_ranks(ok)) {
-      c.results.push_back({"peer-copy", "n/a (CUDA IPC could not map the peer's buffer: no peer access?)"});
+      c.results.push_back(not_measured("peer-copy", "n/a (CUDA IPC could not map the peer's buffer: no peer access?)"));
     } else {
       cudaStream_t stream = nullptr;
       const bool made = ok_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -421,7 +429,7 @@ Case run_case(const std::string &shape, int n, int rank, MPI_Comm zero_copy, con
         c.results.push_back(measure("peer-copy", o, b, bytes_expected,
                                     [&] { return peer_round_trip(b.recv, peer_src, c.bytes, rank, stream); }));
       else
-        c.results.push_back({"peer-copy", "failed: cudaStreamCreate failed on some rank"});
+        c.results.push_back(not_measured("peer-copy", "failed: cudaStreamCreate failed on some rank"));
       if (made) cudaStreamDestroy(stream);
     }
     if (peer_src) cudaIpcCloseMemHandle(peer_src);

@@ -26,6 +26,9 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "messages.hpp"
+#include "profile.hpp"
+#include "runtime.hpp"
 #include "zero_copy_support.hpp"
 #include "tempi.h"
 #include "zero_copy_p2p.hpp"
@@ -551,6 +554,67 @@ TEST_CASE("types too large for the plan arena travel in shared-memory blocks, ea
   CHECK(tempi::p2p_counts().reads - before.reads == uint64_t(expected_reads));
   CHECK(plan_blocks() - blocks_before == (expected_reads > 0 ? kTypes : 0));
   for (MPI_Datatype &t : types) MPI_Type_free(&t);
+}
+
+// On a CUDA-aware library a receive whose message is large enough for the library to move
+// in device memory (the device method) stages in host memory where it expects a control
+// message, which the library then writes with a plain copy; it expects one where the last
+// large message from that rank (from any rank, for MPI_ANY_SOURCE) was one, or none came yet.
+// Data that arrives instead (the send of MPI_Sendrecv is packed) is moved from there.
+TEST_CASE("receives stage where the message they expect lands: a control message in host memory") {
+  if (g_size < 2) return;
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);  // a communicator whose guesses start fresh
+  int on = 0;
+  REQUIRE(TEMPIX_Comm_enable_zero_copy(comm, 1, &on) == MPI_SUCCESS);
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) {
+    MPI_Comm_free(&comm);
+    return;
+  }
+  Types t;
+  make_types(16384, t);  // 196,608 packed bytes: the device method on a CUDA-aware library
+  const int64_t packed = type_size(t.send);
+  const bool zc = on && zero_copy_expected(peer, packed);
+  // Where the guess decides the staging: TEMPI chooses the method (no TEMPI_METHOD, no profile).
+  const bool guesses = zc && tempi::mpi_is_cuda_aware() && tempi::requested_method() == tempi::Method::Auto &&
+                       !tempi::active_profile();
+  Buf s(true, span(t.send, 1), 700 + uint64_t(g_rank));
+  Buf ref(false, s.bytes, 700 + uint64_t(peer));
+  int step = 0;
+  // One message each way, by zero-copy Isend or by MPI_Sendrecv (packed: data), received by
+  // MPI_Recv / MPI_Sendrecv from `source`; checks the receives the guess staged in host
+  // memory and the messages read by zero-copy.
+  auto exchange = [&](bool by_isend, int source, bool staged_for_control) {
+    ++step;
+    Buf r(true, span(t.recv, 1), 710 + uint64_t(step * 2 + g_rank));
+    const tempi::P2pCounts before = tempi::p2p_counts();
+    MPI_Status st;
+    if (by_isend) {
+      MPI_Request req;
+      MPI_Isend(s.ptr, 1, t.send, peer, 80 + step, comm, &req);
+      REQUIRE(MPI_Recv(r.ptr, 1, t.recv, source, 80 + step, comm, &st) == MPI_SUCCESS);
+      REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    } else {
+      REQUIRE(MPI_Sendrecv(s.ptr, 1, t.send, peer, 80 + step, r.ptr, 1, t.recv, source, 80 + step, comm, &st) ==
+              MPI_SUCCESS);
+    }
+    const tempi::P2pCounts after = tempi::p2p_counts();
+    INFO("step " << step << (by_isend ? ": Isend" : ": Sendrecv"));
+    CHECK(st.MPI_SOURCE == peer);
+    CHECK(after.staged_for_control - before.staged_for_control == uint64_t(guesses && staged_for_control));
+    CHECK(after.reads - before.reads == uint64_t(zc && by_isend));
+    CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+  };
+  exchange(true, peer, true);             // no message yet: a control message expected, and right
+  exchange(false, peer, true);            // expected, but data came (into host staging)
+  exchange(false, peer, false);           // data expected: device staging
+  exchange(true, peer, false);            // a control message into device staging, read from there
+  exchange(true, peer, true);             // expected again
+  exchange(true, MPI_ANY_SOURCE, true);   // any source: the last from any rank was one
+  exchange(false, MPI_ANY_SOURCE, true);  // data again
+  exchange(true, MPI_ANY_SOURCE, false);
+  MPI_Comm_free(&comm);
 }
 
 #if defined(P2P_REAL_GPU)

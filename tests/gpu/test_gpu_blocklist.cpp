@@ -9,14 +9,11 @@
 // poisoned; the typed and the packed source buffers end at their last byte, so that
 // compute-sanitizer's memcheck sees any read past them. Exits 77 (skipped) with a
 // message where no GPU is usable.
-#define CATCH_CONFIG_RUNNER
 #include <cuda_runtime_api.h>
-#include <mpi.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -646,17 +643,4 @@ TEST_CASE("a stream of long blocks past 2^31 bytes takes the 64-bit path", "[gpu
   REQUIRE(plan.packed_size() > (int64_t(1) << 31));
   REQUIRE(takes_long_blocks(plan));
   check_past_2_31(plan, 17, 5, 3, false);
-}
-
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  int result = 77;
-  if (!gpu_backend().has_gpu()) {
-    std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one (CUDA device count is 0)\n");
-  } else {
-    std::printf("GPU: %s\n", gpu_backend().device_name().c_str());
-    result = Catch::Session().run(argc, argv);
-  }
-  MPI_Finalize();
-  return result;
 }

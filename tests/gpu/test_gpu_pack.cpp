@@ -2,12 +2,10 @@
 // every canonical shape, every access width, misaligned buffers, large incounts,
 // byte ranges, random types, and MPI_Pack / MPI_Unpack on every memory kind.
 // Exits 77 (skipped) with a message where no GPU is usable.
-#define CATCH_CONFIG_RUNNER
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -316,17 +314,4 @@ TEST_CASE("MPI_Pack and MPI_Unpack on every memory kind", "[gpu][mpi]") {
   CHECK(cls == MPI_ERR_COUNT);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
   MPI_Type_free(&t);
-}
-
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  int result = 77;
-  if (!gpu_backend().has_gpu()) {
-    std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one (CUDA device count is 0)\n");
-  } else {
-    std::printf("GPU: %s\n", gpu_backend().device_name().c_str());
-    result = Catch::Session().run(argc, argv);
-  }
-  MPI_Finalize();
-  return result;
 }

@@ -7,13 +7,10 @@
 // outside the runs fails the comparison; the source is allocated to the byte, so that
 // compute-sanitizer's memcheck sees any read past it. Exits 77 (skipped) with a message
 // where no GPU is usable.
-#define CATCH_CONFIG_RUNNER
 #include <cuda_runtime_api.h>
-#include <mpi.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -151,17 +148,4 @@ TEST_CASE("paired runs between triangles of doubles, every shift of either side 
       }
     }
   }
-}
-
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  int result = 77;
-  if (!gpu_backend().has_gpu()) {
-    std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one (CUDA device count is 0)\n");
-  } else {
-    std::printf("GPU: %s\n", gpu_backend().device_name().c_str());
-    result = Catch::Session().run(argc, argv);
-  }
-  MPI_Finalize();
-  return result;
 }

@@ -5,13 +5,10 @@
 // shape calls for it, the test also checks that the tiled kernels take it. [small]: the
 // cases quick enough for compute-sanitizer's racecheck.
 // Exits 77 (skipped) with a message where no GPU is usable.
-#define CATCH_CONFIG_RUNNER
 #include <cuda_runtime_api.h>
-#include <mpi.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -233,17 +230,4 @@ TEST_CASE("random permuted subarrays", "[gpu][transpose][property]") {
     const int64_t a = int64_t(rng() % size), b = a + 1 + int64_t(rng() % (size - a));
     check_plan(plan, 0, 0, a, b, rng());
   }
-}
-
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  int result = 77;
-  if (!gpu_backend().has_gpu()) {
-    std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one (CUDA device count is 0)\n");
-  } else {
-    std::printf("GPU: %s\n", gpu_backend().device_name().c_str());
-    result = Catch::Session().run(argc, argv);
-  }
-  MPI_Finalize();
-  return result;
 }

@@ -59,7 +59,8 @@ bool reads_gpu(const NodeShare &s, int reader, const std::string &device);
 P2pEntry *board_of(NodeShare &s, int node_rank);  // kP2pEntries entries
 // Whether the last message of at least TEMPI_P2P_ZERO_COPY_MIN bytes that this rank received
 // from node rank `node_rank` (-1: from any rank) was a control message; true until one came.
-// saw_message records one (thread-safe; a race only blurs a guess).
+// saw_message records one, from node rank `node_rank` or (-1) from a rank on another node
+// (thread-safe; a race only blurs a guess).
 bool expects_control(const NodeShare &s, int node_rank);
 void saw_message(NodeShare &s, int node_rank, bool control);
 // The word node rank `node_rank`'s pusher thread sleeps on (a futex in shared memory):

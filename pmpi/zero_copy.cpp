@@ -1208,7 +1208,7 @@ bool expects_control(const NodeShare &s, int node_rank) {
   return s.last_was_control[slot].load(std::memory_order_relaxed);
 }
 void saw_message(NodeShare &s, int node_rank, bool control) {
-  s.last_was_control[size_t(node_rank)].store(control, std::memory_order_relaxed);
+  if (node_rank >= 0) s.last_was_control[size_t(node_rank)].store(control, std::memory_order_relaxed);
   s.last_was_control[s.segments.size()].store(control, std::memory_order_relaxed);
 }
 std::atomic<uint32_t> &push_word(NodeShare &s, int node_rank) { return s.segments[size_t(node_rank)]->push_word; }

@@ -675,7 +675,7 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
     const Control &c = heads[i];
     const bool control = has_head[i] && is_control(s, sender, c, f.status);
     const int64_t bytes = control ? c.bytes : received;
-    if (sender >= 0 && (control || bytes >= config().p2p_zero_copy_min)) saw_message(s, sender, control);
+    if (control || bytes >= config().p2p_zero_copy_min) saw_message(s, sender, control);
     if (bytes > in.capacity) {  // a sender of a control message completes; the receive reports it
       in.finished = true;
       if (control) board_of(s, sender)[c.entry].state.store(2, std::memory_order_release);

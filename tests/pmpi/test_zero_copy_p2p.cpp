@@ -575,45 +575,56 @@ TEST_CASE("receives stage where the message they expect lands: a control message
   Types t;
   make_types(16384, t);  // 196,608 packed bytes: the device method on a CUDA-aware library
   const int64_t packed = type_size(t.send);
-  const bool zc = on && zero_copy_expected(peer, packed);
   // Where the guess decides the staging: TEMPI chooses the method (no TEMPI_METHOD, no profile).
-  const bool guesses = zc && tempi::mpi_is_cuda_aware() && tempi::requested_method() == tempi::Method::Auto &&
-                       !tempi::active_profile();
+  const bool guesses = on && tempi::mpi_is_cuda_aware() && tempi::requested_method() == tempi::Method::Auto &&
+                       !tempi::active_profile() && packed >= zero_copy_min();
   Buf s(true, span(t.send, 1), 700 + uint64_t(g_rank));
-  Buf ref(false, s.bytes, 700 + uint64_t(peer));
   int step = 0;
-  // One message each way, by zero-copy Isend or by MPI_Sendrecv (packed: data), received by
-  // MPI_Recv / MPI_Sendrecv from `source`; checks the receives the guess staged in host
-  // memory and the messages read by zero-copy.
-  auto exchange = [&](bool by_isend, int source, bool staged_for_control) {
+  // One message each way with `partner`, by Isend (zero-copy to a rank of the node, else
+  // packed) or by MPI_Sendrecv (packed: data), received by MPI_Recv / MPI_Sendrecv from
+  // `partner` or MPI_ANY_SOURCE; checks the receives the guess staged in host memory and
+  // the messages read by zero-copy.
+  auto exchange = [&](int partner, bool by_isend, bool any, bool staged_for_control) {
     ++step;
     Buf r(true, span(t.recv, 1), 710 + uint64_t(step * 2 + g_rank));
     const tempi::P2pCounts before = tempi::p2p_counts();
+    const int source = any ? MPI_ANY_SOURCE : partner;
     MPI_Status st;
     if (by_isend) {
       MPI_Request req;
-      MPI_Isend(s.ptr, 1, t.send, peer, 80 + step, comm, &req);
+      MPI_Isend(s.ptr, 1, t.send, partner, 80 + step, comm, &req);
       REQUIRE(MPI_Recv(r.ptr, 1, t.recv, source, 80 + step, comm, &st) == MPI_SUCCESS);
       REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
     } else {
-      REQUIRE(MPI_Sendrecv(s.ptr, 1, t.send, peer, 80 + step, r.ptr, 1, t.recv, source, 80 + step, comm, &st) ==
+      REQUIRE(MPI_Sendrecv(s.ptr, 1, t.send, partner, 80 + step, r.ptr, 1, t.recv, source, 80 + step, comm, &st) ==
               MPI_SUCCESS);
     }
     const tempi::P2pCounts after = tempi::p2p_counts();
-    INFO("step " << step << (by_isend ? ": Isend" : ": Sendrecv"));
-    CHECK(st.MPI_SOURCE == peer);
+    INFO("step " << step << (by_isend ? ": Isend" : ": Sendrecv") << " with rank " << partner);
+    CHECK(st.MPI_SOURCE == partner);
     CHECK(after.staged_for_control - before.staged_for_control == uint64_t(guesses && staged_for_control));
-    CHECK(after.reads - before.reads == uint64_t(zc && by_isend));
+    CHECK(after.reads - before.reads == uint64_t(on && by_isend && zero_copy_expected(partner, packed)));
+    Buf ref(false, s.bytes, 700 + uint64_t(partner));
     CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
   };
-  exchange(true, peer, true);             // no message yet: a control message expected, and right
-  exchange(false, peer, true);            // expected, but data came (into host staging)
-  exchange(false, peer, false);           // data expected: device staging
-  exchange(true, peer, false);            // a control message into device staging, read from there
-  exchange(true, peer, true);             // expected again
-  exchange(true, MPI_ANY_SOURCE, true);   // any source: the last from any rank was one
-  exchange(false, MPI_ANY_SOURCE, true);  // data again
-  exchange(true, MPI_ANY_SOURCE, false);
+  exchange(peer, true, false, true);    // no message yet: a control message expected, and right
+  exchange(peer, false, false, true);   // expected, but data came (into host staging)
+  exchange(peer, false, false, false);  // data expected: device staging
+  exchange(peer, true, false, false);   // a control message into device staging, read from there
+  exchange(peer, true, false, true);    // expected again
+  exchange(peer, true, true, true);     // any source: the last from any rank was one
+  exchange(peer, false, true, true);    // data again
+  exchange(peer, true, true, false);
+  // From a rank on another node: data only, expected from it by name; from any rank, as the
+  // last message from any rank says.
+  const int far = g_rank ^ 2;
+  if (g_size >= 4 && !same_node(far)) {
+    exchange(far, true, false, false);
+    exchange(far, true, true, true);   // the last from any rank (the node peer's) was a control message
+    exchange(far, true, true, false);  // ... and now data, from the other node
+    exchange(peer, true, true, false);
+    exchange(far, true, true, true);
+  }
   MPI_Comm_free(&comm);
 }
 

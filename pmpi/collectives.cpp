@@ -677,6 +677,33 @@ int zero_copy_handshake(ZeroCopyCall &zc, const Issue &how, MPI_Comm comm, const
 
 bool needed(const CollectiveOp &op) { return op.send.used() || op.recv.used(); }
 
+// One side of an exchange collective, its blocks gathered: the GPU buffer (null: a host
+// side, whose blocks are empty) and the ranks its blocks go to or come from (null: no
+// zero-copy handshake, as on an intercommunicator).
+struct ExchangeSide {
+  void *buf;
+  std::vector<Block> blocks;
+  const std::vector<int> *peers;
+};
+
+// The middle of an exchange collective: both sides' types checked (before peers rely on
+// this rank), the zero-copy handshake (`zc_recv`: whether zero-copy may write the receive
+// buffer, which MPI_IN_PLACE keeps from it), and the GPU sides planned.
+int check_agree_plan(CollectiveOp &op, ZeroCopyCall &zc, const Issue &how, ExchangeSide send, ExchangeSide recv,
+                     bool zc_recv, bool cartesian) {
+  if (const int err = check_types(send.blocks, op.comm, op.call)) return err;
+  if (const int err = check_types(recv.blocks, op.comm, op.call)) return err;
+  if (send.peers && recv.peers)
+    if (const int err = zero_copy_handshake(zc, how, op.comm, op.call, send.buf, send.blocks, *send.peers,
+                                            zc_recv ? recv.buf : nullptr, recv.blocks, *recv.peers, cartesian))
+      return err;
+  if (send.buf)
+    if (const int err = op.send.plan(send.buf, std::move(send.blocks), false, op.comm, op.call)) return err;
+  if (recv.buf)
+    if (const int err = op.recv.plan(recv.buf, std::move(recv.blocks), false, op.comm, op.call)) return err;
+  return MPI_SUCCESS;
+}
+
 // Before the library's call: the send blocks packed (or regions copied in). A persistent
 // init packs nothing: each start does (start_collective).
 int load(CollectiveOp &op, const Issue &how = Issue{}) {
@@ -1044,19 +1071,12 @@ int alltoallv_as(const char *name, const void *sbuf, const int scounts[], const 
   if (rgpu)
     if (const int err = varying(g.peers(), rcounts, rdispls, rtype, in_place, true, comm, op->call, rblocks))
       return err;
-  if (const int err = check_types(sblocks, comm, op->call)) return err;  // before peers rely on this rank
-  if (const int err = check_types(rblocks, comm, op->call)) return err;
   ZeroCopyCall zc;
-  if (!g.inter) {
-    const std::vector<int> all = every_rank(g.size);
-    if (const int err = zero_copy_handshake(zc, how, comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, all,
-                                            rgpu && !in_place ? rbuf : nullptr, rblocks, all, false))
-      return err;
-  }
-  if (sgpu)
-    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
-  if (rgpu)
-    if (const int err = op->recv.plan(rbuf, std::move(rblocks), false, comm, op->call)) return err;
+  const std::vector<int> all = g.inter ? std::vector<int>{} : every_rank(g.size);
+  const std::vector<int> *peers = g.inter ? nullptr : &all;
+  if (const int err = check_agree_plan(*op, zc, how, {sgpu ? mutable_buf(sbuf) : nullptr, std::move(sblocks), peers},
+                                       {rgpu ? rbuf : nullptr, std::move(rblocks), peers}, !in_place, false))
+    return err;
   if (!needed(*op)) return zc.finish(untouched(op, next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype), how));
   if (const int err = load(*op, how)) return err;
   VArgs s, r;
@@ -1091,19 +1111,12 @@ int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const 
   if (rgpu)
     if (const int err = typed(g.peers(), rcounts, rdispls, rtypes, in_place, true, comm, op->call, rblocks))
       return err;
-  if (const int err = check_types(sblocks, comm, op->call)) return err;  // before peers rely on this rank
-  if (const int err = check_types(rblocks, comm, op->call)) return err;
   ZeroCopyCall zc;
-  if (!g.inter) {
-    const std::vector<int> all = every_rank(g.size);
-    if (const int err = zero_copy_handshake(zc, how, comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, all,
-                                            rgpu && !in_place ? rbuf : nullptr, rblocks, all, false))
-      return err;
-  }
-  if (sgpu)
-    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
-  if (rgpu)
-    if (const int err = op->recv.plan(rbuf, std::move(rblocks), false, comm, op->call)) return err;
+  const std::vector<int> all = g.inter ? std::vector<int>{} : every_rank(g.size);
+  const std::vector<int> *peers = g.inter ? nullptr : &all;
+  if (const int err = check_agree_plan(*op, zc, how, {sgpu ? mutable_buf(sbuf) : nullptr, std::move(sblocks), peers},
+                                       {rgpu ? rbuf : nullptr, std::move(rblocks), peers}, !in_place, false))
+    return err;
   if (!needed(*op)) return zc.finish(untouched(op, next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes), how));
   if (const int err = load(*op, how)) return err;
   WArgs<int> s, r;
@@ -1314,16 +1327,10 @@ int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[
       return err;
     skip_null_peers(rblocks, sources);
   }
-  if (const int err = check_types(sblocks, comm, op->call)) return err;  // before peers rely on this rank
-  if (const int err = check_types(rblocks, comm, op->call)) return err;
   ZeroCopyCall zc;
-  if (const int err = zero_copy_handshake(zc, how, comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, dests,
-                                          rgpu ? rbuf : nullptr, rblocks, sources, cartesian))
+  if (const int err = check_agree_plan(*op, zc, how, {sgpu ? mutable_buf(sbuf) : nullptr, std::move(sblocks), &dests},
+                                       {rgpu ? rbuf : nullptr, std::move(rblocks), &sources}, true, cartesian))
     return err;
-  if (sgpu)
-    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
-  if (rgpu)
-    if (const int err = op->recv.plan(rbuf, std::move(rblocks), false, comm, op->call)) return err;
   if (!needed(*op)) return zc.finish(untouched(op, next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype), how));
   if (const int err = load(*op, how)) return err;
   VArgs s, r;
@@ -1364,16 +1371,10 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
       return err;
     skip_null_peers(rblocks, sources);
   }
-  if (const int err = check_types(sblocks, comm, op->call)) return err;  // before peers rely on this rank
-  if (const int err = check_types(rblocks, comm, op->call)) return err;
   ZeroCopyCall zc;
-  if (const int err = zero_copy_handshake(zc, how, comm, op->call, sgpu ? mutable_buf(sbuf) : nullptr, sblocks, dests,
-                                          rgpu ? rbuf : nullptr, rblocks, sources, cartesian))
+  if (const int err = check_agree_plan(*op, zc, how, {sgpu ? mutable_buf(sbuf) : nullptr, std::move(sblocks), &dests},
+                                       {rgpu ? rbuf : nullptr, std::move(rblocks), &sources}, true, cartesian))
     return err;
-  if (sgpu)
-    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(sblocks), false, comm, op->call)) return err;
-  if (rgpu)
-    if (const int err = op->recv.plan(rbuf, std::move(rblocks), false, comm, op->call)) return err;
   if (!needed(*op)) return zc.finish(untouched(op, next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes), how));
   if (const int err = load(*op, how)) return err;
   // MPICH before 4.1 reads the count arrays of MPI_Neighbor_alltoallw with the other

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "device_buf.hpp"
 #include "blocklist.hpp"
 #include "host_packer.hpp"
 #include "type_plan.hpp"
@@ -27,17 +28,6 @@
 using namespace tempi;
 
 namespace {
-
-#define CUDA_OK(x) REQUIRE((x) == cudaSuccess)
-
-struct DeviceBuf {
-  void *base = nullptr;
-  explicit DeviceBuf(int64_t bytes) { CUDA_OK(cudaMalloc(&base, size_t(std::max<int64_t>(bytes, 1)))); }
-  ~DeviceBuf() { cudaFree(base); }
-  DeviceBuf(const DeviceBuf &) = delete;
-  DeviceBuf &operator=(const DeviceBuf &) = delete;
-  char *at(int64_t off) { return static_cast<char *>(base) + off; }
-};
 
 // Bytes that differ from their neighbours and between calls (splitmix64).
 std::vector<unsigned char> random_bytes(int64_t n, uint64_t seed) {

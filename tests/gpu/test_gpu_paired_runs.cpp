@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "device_buf.hpp"
 #include "host_packer.hpp"
 #include "kernels.hpp"
 #include "paired_runs.hpp"
@@ -22,8 +23,6 @@
 using namespace tempi;
 
 namespace {
-
-#define CUDA_OK(x) REQUIRE((x) == cudaSuccess)
 
 constexpr int64_t kMargin = 64;  // poisoned bytes either side of the destination's span
 
@@ -38,14 +37,6 @@ struct Span {
       first = false;
     });
   }
-};
-
-struct DeviceBuf {
-  void *base = nullptr;
-  explicit DeviceBuf(int64_t bytes) { CUDA_OK(cudaMalloc(&base, size_t(std::max<int64_t>(bytes, 1)))); }
-  ~DeviceBuf() { cudaFree(base); }
-  DeviceBuf(const DeviceBuf &) = delete;
-  DeviceBuf &operator=(const DeviceBuf &) = delete;
 };
 
 std::vector<unsigned char> random_bytes(int64_t n, uint64_t seed) {

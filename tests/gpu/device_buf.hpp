@@ -1,5 +1,6 @@
-// What test_gpu_blocklist and test_gpu_paired_runs share besides their main() (gpu_test_main.cpp): a
-// Catch2 check of a CUDA call, and device memory of an exact size freed at scope exit.
+// What test_gpu_blocklist and test_gpu_paired_runs share besides their main()
+// (gpu_test_main.cpp): a Catch2 check of a CUDA call, and device memory of an exact size
+// freed at scope exit.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -745,6 +745,22 @@ int untouched(std::shared_ptr<CollectiveOp> op, int err, const Issue &how) {
 
 void *mutable_buf(const void *p) { return const_cast<void *>(p); }
 
+// The rest of a collective that passes one count of one type on each side, once its sides
+// are planned: the library's call on the application's arguments where neither side needs
+// TEMPI, else on the staging, after the send side is loaded. `next` issues the library's call.
+template <class Next>
+int issue_uniform(std::shared_ptr<CollectiveOp> op, const Issue &how, const void *sbuf, int scount,
+                  MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, const Next &next) {
+  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
+  if (const int err = load(*op, how)) return err;
+  Wire &sw = op->swire, &rw = op->rwire;
+  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
+  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
+  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
+                           rw.unit),
+                  how);
+}
+
 // A side that holds a reduction's typed data (Region on a library that is not CUDA-aware).
 int plan_typed(Side &s, const void *buf, int count, MPI_Datatype type, bool store, const CollectiveOp &op) {
   if (!gpu_data(buf)) return MPI_SUCCESS;
@@ -753,13 +769,20 @@ int plan_typed(Side &s, const void *buf, int count, MPI_Datatype type, bool stor
 
 }  // namespace
 
+// The library's own form of a collective, as the application issued it (`how`, an Issue):
+// persistent (kept, so that every start issues the nonblocking form on the same arguments),
+// nonblocking (on the application's request) or blocking. ARGS are the arguments before the
+// request. A macro, since the three forms are three functions of the library.
+#define TEMPI_FORWARD(how, NONBLOCKING, BLOCKING, ...)                                                   \
+  ((how).persistent ? (how).keep([=](MPI_Request *lib) { return TEMPI_NEXT(NONBLOCKING)(__VA_ARGS__, lib); }) \
+   : (how).request  ? TEMPI_NEXT(NONBLOCKING)(__VA_ARGS__, (how).request)                                 \
+                    : TEMPI_NEXT(BLOCKING)(__VA_ARGS__))
+
 // ---- rooted ------------------------------------------------------------------------------
 
 int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](void *b, int c, MPI_Datatype t) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ibcast)(b, c, t, root, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Ibcast)(b, c, t, root, comm, request) : TEMPI_NEXT(MPI_Bcast)(b, c, t, root, comm);
+    return TEMPI_FORWARD(how, MPI_Ibcast, MPI_Bcast, b, c, t, root, comm);
   };
   Group g;
   Role role;
@@ -778,11 +801,8 @@ int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, Issu
 
 int gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
            MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Igather)(s, sc, st, r, rc, rt, root, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Igather)(s, sc, st, r, rc, rt, root, comm, request)
-                   : TEMPI_NEXT(MPI_Gather)(s, sc, st, r, rc, rt, root, comm);
+    return TEMPI_FORWARD(how, MPI_Igather, MPI_Gather, s, sc, st, r, rc, rt, root, comm);
   };
   Group g;
   Role role;
@@ -799,23 +819,13 @@ int gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rco
     if (in_place && !g.inter) blocks[size_t(g.rank)].store = false;  // the root's own block stays where it is
     if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
   }
-  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
-  if (const int err = load(*op, how)) return err;
-  Wire &sw = op->swire, &rw = op->rwire;
-  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
-  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
-                           rw.unit),
-                  how);
+  return issue_uniform(std::move(op), how, sbuf, scount, stype, rbuf, rcount, rtype, next);
 }
 
 int gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
             MPI_Datatype rtype, int root, MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *rd, MPI_Datatype rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Igatherv)(s, sc, st, r, rc, rd, rt, root, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Igatherv)(s, sc, st, r, rc, rd, rt, root, comm, request)
-                   : TEMPI_NEXT(MPI_Gatherv)(s, sc, st, r, rc, rd, rt, root, comm);
+    return TEMPI_FORWARD(how, MPI_Igatherv, MPI_Gatherv, s, sc, st, r, rc, rd, rt, root, comm);
   };
   Group g;
   Role role;
@@ -846,11 +856,8 @@ int gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const 
 
 int scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
             MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iscatter)(s, sc, st, r, rc, rt, root, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Iscatter)(s, sc, st, r, rc, rt, root, comm, request)
-                   : TEMPI_NEXT(MPI_Scatter)(s, sc, st, r, rc, rt, root, comm);
+    return TEMPI_FORWARD(how, MPI_Iscatter, MPI_Scatter, s, sc, st, r, rc, rt, root, comm);
   };
   Group g;
   Role role;
@@ -866,23 +873,13 @@ int scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rc
   }
   if (receives && gpu_data(rbuf))
     if (const int err = op->recv.plan(rbuf, single(rcount, rtype, false, true), false, comm, op->call)) return err;
-  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
-  if (const int err = load(*op, how)) return err;
-  Wire &sw = op->swire, &rw = op->rwire;
-  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
-  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
-                           rw.unit),
-                  how);
+  return issue_uniform(std::move(op), how, sbuf, scount, stype, rbuf, rcount, rtype, next);
 }
 
 int scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void *rbuf, int rcount,
              MPI_Datatype rtype, int root, MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iscatterv)(s, sc, sd, st, r, rc, rt, root, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Iscatterv)(s, sc, sd, st, r, rc, rt, root, comm, request)
-                   : TEMPI_NEXT(MPI_Scatterv)(s, sc, sd, st, r, rc, rt, root, comm);
+    return TEMPI_FORWARD(how, MPI_Iscatterv, MPI_Scatterv, s, sc, sd, st, r, rc, rt, root, comm);
   };
   Group g;
   Role role;
@@ -918,29 +915,36 @@ int alltoallv_as(const char *name, const void *sbuf, const int scounts[], const 
 int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[], const int sdispls[],
                           MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                           MPI_Comm comm, Issue how);
+
+// A one-count collective run as a v-form (`alltoallv_as` or `neighbor_alltoallv_as`, where
+// zero-copy serves it): every peer's count and displacement made once (send displacements
+// all zero where every peer gets the same block), kept by a persistent request for its starts.
+using VForm = int (*)(const char *, const void *, const int[], const int[], MPI_Datatype, void *, const int[],
+                      const int[], MPI_Datatype, MPI_Comm, Issue);
+int as_v_form(VForm v_form, const char *name, const void *sbuf, int nsend, int scount, MPI_Datatype stype,
+              bool same_block, void *rbuf, int nrecv, int rcount, MPI_Datatype rtype, MPI_Comm comm,
+              const Issue &how) {
+  auto v = std::make_shared<Varying>();
+  if (const int err = per_peer(nsend, scount, stype, same_block, comm, name, v->s)) return err;
+  if (const int err = per_peer(nrecv, rcount, rtype, false, comm, name, v->r)) return err;
+  return v_form(name, sbuf, v->s.counts.data(), v->s.displs.data(), v->s.type, rbuf, v->r.counts.data(),
+                v->r.displs.data(), v->r.type, comm, varying_issue(how, v));
+}
 }  // namespace
 
 // ---- all to all --------------------------------------------------------------------------
 
 int allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
               MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iallgather)(s, sc, st, r, rc, rt, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Iallgather)(s, sc, st, r, rc, rt, comm, request)
-                   : TEMPI_NEXT(MPI_Allgather)(s, sc, st, r, rc, rt, comm);
+    return TEMPI_FORWARD(how, MPI_Iallgather, MPI_Allgather, s, sc, st, r, rc, rt, comm);
   };
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
   const bool in_place = sbuf == MPI_IN_PLACE;
-  if (!g.inter && as_varying(comm, in_place, how)) {
-    auto v = std::make_shared<Varying>();
-    const char *name = varying_name(how, "MPI_Allgather", "MPI_Allgather_init");
-    if (const int err = per_peer(g.size, scount, stype, true, comm, name, v->s)) return err;
-    if (const int err = per_peer(g.size, rcount, rtype, false, comm, name, v->r)) return err;
-    return alltoallv_as(name, sbuf, v->s.counts.data(), v->s.displs.data(), v->s.type, rbuf, v->r.counts.data(),
-                        v->r.displs.data(), v->r.type, comm, varying_issue(how, v));
-  }
+  if (!g.inter && as_varying(comm, in_place, how))
+    return as_v_form(alltoallv_as, varying_name(how, "MPI_Allgather", "MPI_Allgather_init"), sbuf, g.size,
+                     scount, stype, true, rbuf, g.size, rcount, rtype, comm, how);
   auto op = new_op("MPI_Allgather", "MPI_Iallgather", comm, how);
   if (!in_place && gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
@@ -950,23 +954,13 @@ int allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int 
     if (in_place && !g.inter) blocks[size_t(g.rank)] = {blocks[size_t(g.rank)].disp, rcount, rtype, true, false};
     if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
   }
-  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
-  if (const int err = load(*op, how)) return err;
-  Wire &sw = op->swire, &rw = op->rwire;
-  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
-  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
-                           rw.unit),
-                  how);
+  return issue_uniform(std::move(op), how, sbuf, scount, stype, rbuf, rcount, rtype, next);
 }
 
 int allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[], const int displs[],
                MPI_Datatype rtype, MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *rd, MPI_Datatype rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iallgatherv)(s, sc, st, r, rc, rd, rt, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Iallgatherv)(s, sc, st, r, rc, rd, rt, comm, request)
-                   : TEMPI_NEXT(MPI_Allgatherv)(s, sc, st, r, rc, rd, rt, comm);
+    return TEMPI_FORWARD(how, MPI_Iallgatherv, MPI_Allgatherv, s, sc, st, r, rc, rd, rt, comm);
   };
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
@@ -1006,23 +1000,15 @@ int allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, con
 
 int alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
              MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ialltoall)(s, sc, st, r, rc, rt, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Ialltoall)(s, sc, st, r, rc, rt, comm, request)
-                   : TEMPI_NEXT(MPI_Alltoall)(s, sc, st, r, rc, rt, comm);
+    return TEMPI_FORWARD(how, MPI_Ialltoall, MPI_Alltoall, s, sc, st, r, rc, rt, comm);
   };
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
   const bool in_place = sbuf == MPI_IN_PLACE;
-  if (!g.inter && as_varying(comm, in_place, how)) {
-    auto v = std::make_shared<Varying>();
-    const char *name = varying_name(how, "MPI_Alltoall", "MPI_Alltoall_init");
-    if (const int err = per_peer(g.size, scount, stype, false, comm, name, v->s)) return err;
-    if (const int err = per_peer(g.size, rcount, rtype, false, comm, name, v->r)) return err;
-    return alltoallv_as(name, sbuf, v->s.counts.data(), v->s.displs.data(), v->s.type, rbuf, v->r.counts.data(),
-                        v->r.displs.data(), v->r.type, comm, varying_issue(how, v));
-  }
+  if (!g.inter && as_varying(comm, in_place, how))
+    return as_v_form(alltoallv_as, varying_name(how, "MPI_Alltoall", "MPI_Alltoall_init"), sbuf, g.size,
+                     scount, stype, false, rbuf, g.size, rcount, rtype, comm, how);
   auto op = new_op("MPI_Alltoall", "MPI_Ialltoall", comm, how);
   if (!in_place && gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), uniform(g.peers(), scount, stype, true, false), false, comm,
@@ -1031,20 +1017,12 @@ int alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int r
   if (gpu_data(rbuf))
     if (const int err = op->recv.plan(rbuf, uniform(g.peers(), rcount, rtype, in_place, true), false, comm, op->call))
       return err;
-  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
-  if (const int err = load(*op, how)) return err;
-  Wire &sw = op->swire, &rw = op->rwire;
-  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
-  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
-                           rw.unit),
-                  how);
+  return issue_uniform(std::move(op), how, sbuf, scount, stype, rbuf, rcount, rtype, next);
 }
 
 int alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
               const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
-  const char *name = how.persistent ? "MPI_Alltoallv_init" : request ? "MPI_Ialltoallv" : "MPI_Alltoallv";
+  const char *name = how.persistent ? "MPI_Alltoallv_init" : how.request ? "MPI_Ialltoallv" : "MPI_Alltoallv";
   return alltoallv_as(name, sbuf, scounts, sdispls, stype, rbuf, rcounts,
                       rdispls, rtype, comm, how);
 }
@@ -1053,12 +1031,9 @@ namespace {
 int alltoallv_as(const char *name, const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
                  void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
                  Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, const int *rc,
                   const int *rd, MPI_Datatype rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ialltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Ialltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, request)
-                   : TEMPI_NEXT(MPI_Alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm);
+    return TEMPI_FORWARD(how, MPI_Ialltoallv, MPI_Alltoallv, s, sc, sd, st, r, rc, rd, rt, comm);
   };
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
@@ -1093,12 +1068,9 @@ int alltoallv_as(const char *name, const void *sbuf, const int scounts[], const 
 int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[], void *rbuf,
               const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
               Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, const int *sc, const int *sd, const MPI_Datatype *st, void *r, const int *rc,
                   const int *rd, const MPI_Datatype *rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ialltoallw)(s, sc, sd, st, r, rc, rd, rt, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Ialltoallw)(s, sc, sd, st, r, rc, rd, rt, comm, request)
-                   : TEMPI_NEXT(MPI_Alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm);
+    return TEMPI_FORWARD(how, MPI_Ialltoallw, MPI_Alltoallw, s, sc, sd, st, r, rc, rd, rt, comm);
   };
   Group g;
   if (!group_of(comm, g)) return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
@@ -1173,22 +1145,14 @@ bool distinct_neighbours(MPI_Comm comm, const std::vector<int> &sources, const s
 
 int neighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
                        MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ineighbor_allgather)(s, sc, st, r, rc, rt, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Ineighbor_allgather)(s, sc, st, r, rc, rt, comm, request)
-                   : TEMPI_NEXT(MPI_Neighbor_allgather)(s, sc, st, r, rc, rt, comm);
+    return TEMPI_FORWARD(how, MPI_Ineighbor_allgather, MPI_Neighbor_allgather, s, sc, st, r, rc, rt, comm);
   };
   std::vector<int> sources, dests;
   if (!neighbourhood(comm, sources, dests)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  if (as_varying(comm, false, how)) {
-    const char *name = varying_name(how, "MPI_Neighbor_allgather", "MPI_Neighbor_allgather_init");
-    auto v = std::make_shared<Varying>();
-    if (const int err = per_peer(int(dests.size()), scount, stype, true, comm, name, v->s)) return err;
-    if (const int err = per_peer(int(sources.size()), rcount, rtype, false, comm, name, v->r)) return err;
-    return neighbor_alltoallv_as(name, sbuf, v->s.counts.data(), v->s.displs.data(), v->s.type, rbuf,
-                                 v->r.counts.data(), v->r.displs.data(), v->r.type, comm, varying_issue(how, v));
-  }
+  if (as_varying(comm, false, how))
+    return as_v_form(neighbor_alltoallv_as, varying_name(how, "MPI_Neighbor_allgather", "MPI_Neighbor_allgather_init"),
+                     sbuf, int(dests.size()), scount, stype, true, rbuf, int(sources.size()), rcount, rtype, comm, how);
   auto op = new_op("MPI_Neighbor_allgather", "MPI_Ineighbor_allgather", comm, how);
   if (gpu_data(sbuf))
     if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
@@ -1198,23 +1162,13 @@ int neighbor_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
     skip_null_peers(blocks, sources);
     if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
   }
-  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
-  if (const int err = load(*op, how)) return err;
-  Wire &sw = op->swire, &rw = op->rwire;
-  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
-  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
-                           rw.unit),
-                  how);
+  return issue_uniform(std::move(op), how, sbuf, scount, stype, rbuf, rcount, rtype, next);
 }
 
 int neighbor_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
                         const int displs[], MPI_Datatype rtype, MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *rd, MPI_Datatype rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ineighbor_allgatherv)(s, sc, st, r, rc, rd, rt, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Ineighbor_allgatherv)(s, sc, st, r, rc, rd, rt, comm, request)
-                   : TEMPI_NEXT(MPI_Neighbor_allgatherv)(s, sc, st, r, rc, rd, rt, comm);
+    return TEMPI_FORWARD(how, MPI_Ineighbor_allgatherv, MPI_Neighbor_allgatherv, s, sc, st, r, rc, rd, rt, comm);
   };
   std::vector<int> sources, dests;
   if (!neighbourhood(comm, sources, dests)) return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
@@ -1251,22 +1205,14 @@ int neighbor_allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *
 
 int neighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
                       MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ineighbor_alltoall)(s, sc, st, r, rc, rt, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Ineighbor_alltoall)(s, sc, st, r, rc, rt, comm, request)
-                   : TEMPI_NEXT(MPI_Neighbor_alltoall)(s, sc, st, r, rc, rt, comm);
+    return TEMPI_FORWARD(how, MPI_Ineighbor_alltoall, MPI_Neighbor_alltoall, s, sc, st, r, rc, rt, comm);
   };
   std::vector<int> sources, dests;
   if (!neighbourhood(comm, sources, dests)) return next(sbuf, scount, stype, rbuf, rcount, rtype);
-  if (as_varying(comm, false, how) && distinct_neighbours(comm, sources, dests)) {
-    const char *name = varying_name(how, "MPI_Neighbor_alltoall", "MPI_Neighbor_alltoall_init");
-    auto v = std::make_shared<Varying>();
-    if (const int err = per_peer(int(dests.size()), scount, stype, false, comm, name, v->s)) return err;
-    if (const int err = per_peer(int(sources.size()), rcount, rtype, false, comm, name, v->r)) return err;
-    return neighbor_alltoallv_as(name, sbuf, v->s.counts.data(), v->s.displs.data(), v->s.type, rbuf,
-                                 v->r.counts.data(), v->r.displs.data(), v->r.type, comm, varying_issue(how, v));
-  }
+  if (as_varying(comm, false, how) && distinct_neighbours(comm, sources, dests))
+    return as_v_form(neighbor_alltoallv_as, varying_name(how, "MPI_Neighbor_alltoall", "MPI_Neighbor_alltoall_init"),
+                     sbuf, int(dests.size()), scount, stype, false, rbuf, int(sources.size()), rcount, rtype, comm, how);
   auto op = new_op("MPI_Neighbor_alltoall", "MPI_Ineighbor_alltoall", comm, how);
   if (gpu_data(sbuf)) {
     std::vector<Block> blocks = uniform(int(dests.size()), scount, stype, true, false);
@@ -1278,22 +1224,14 @@ int neighbor_alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rb
     skip_null_peers(blocks, sources);
     if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
   }
-  if (!needed(*op)) return untouched(op, next(sbuf, scount, stype, rbuf, rcount, rtype), how);
-  if (const int err = load(*op, how)) return err;
-  Wire &sw = op->swire, &rw = op->rwire;
-  if (const int err = wire_uniform(op->send, scount, stype, *op, sw)) return err;
-  if (const int err = wire_uniform(op->recv, rcount, rtype, *op, rw)) return err;
-  return conclude(op, next(op->send.library_buffer(sbuf), sw.count, sw.unit, op->recv.library_buffer(rbuf), rw.count,
-                           rw.unit),
-                  how);
+  return issue_uniform(std::move(op), how, sbuf, scount, stype, rbuf, rcount, rtype, next);
 }
 
 int neighbor_alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
                        const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
                        Issue how) {
-  MPI_Request *const request = how.request;
   const char *name = how.persistent ? "MPI_Neighbor_alltoallv_init"
-                     : request      ? "MPI_Ineighbor_alltoallv"
+                     : how.request  ? "MPI_Ineighbor_alltoallv"
                                     : "MPI_Neighbor_alltoallv";
   return neighbor_alltoallv_as(name, sbuf, scounts, sdispls,
                                stype, rbuf, rcounts, rdispls, rtype, comm, how);
@@ -1303,12 +1241,9 @@ namespace {
 int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[], const int sdispls[],
                           MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                           MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, const int *rc,
                   const int *rd, MPI_Datatype rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ineighbor_alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Ineighbor_alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm, request)
-                   : TEMPI_NEXT(MPI_Neighbor_alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm);
+    return TEMPI_FORWARD(how, MPI_Ineighbor_alltoallv, MPI_Neighbor_alltoallv, s, sc, sd, st, r, rc, rd, rt, comm);
   };
   std::vector<int> sources, dests;
   bool cartesian = false;
@@ -1347,12 +1282,9 @@ int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[
 int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdispls[], const MPI_Datatype stypes[],
                        void *rbuf, const int rcounts[], const MPI_Aint rdispls[], const MPI_Datatype rtypes[],
                        MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, const int *sc, const MPI_Aint *sd, const MPI_Datatype *st, void *r, const int *rc,
                   const MPI_Aint *rd, const MPI_Datatype *rt) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ineighbor_alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Ineighbor_alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm, request)
-                   : TEMPI_NEXT(MPI_Neighbor_alltoallw)(s, sc, sd, st, r, rc, rd, rt, comm);
+    return TEMPI_FORWARD(how, MPI_Ineighbor_alltoallw, MPI_Neighbor_alltoallw, s, sc, sd, st, r, rc, rd, rt, comm);
   };
   std::vector<int> sources, dests;
   bool cartesian = false;
@@ -1395,11 +1327,8 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
 
 int reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_op, int root, MPI_Comm comm,
            Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, void *r) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ireduce)(s, r, count, type, mpi_op, root, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Ireduce)(s, r, count, type, mpi_op, root, comm, request)
-                   : TEMPI_NEXT(MPI_Reduce)(s, r, count, type, mpi_op, root, comm);
+    return TEMPI_FORWARD(how, MPI_Ireduce, MPI_Reduce, s, r, count, type, mpi_op, root, comm);
   };
   Group g;
   Role role;
@@ -1417,11 +1346,8 @@ int reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mp
 
 int allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
               Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, void *r) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iallreduce)(s, r, count, type, mpi_op, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Iallreduce)(s, r, count, type, mpi_op, comm, request)
-                   : TEMPI_NEXT(MPI_Allreduce)(s, r, count, type, mpi_op, comm);
+    return TEMPI_FORWARD(how, MPI_Iallreduce, MPI_Allreduce, s, r, count, type, mpi_op, comm);
   };
   auto op = new_op("MPI_Allreduce", "MPI_Iallreduce", comm, how);
   if (const int err = plan_typed(op->send, sbuf, count, type, false, *op)) return err;
@@ -1433,11 +1359,8 @@ int allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op
 
 int reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op mpi_op,
                    MPI_Comm comm, Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, void *r) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ireduce_scatter)(s, r, rcounts, type, mpi_op, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Ireduce_scatter)(s, r, rcounts, type, mpi_op, comm, request)
-                   : TEMPI_NEXT(MPI_Reduce_scatter)(s, r, rcounts, type, mpi_op, comm);
+    return TEMPI_FORWARD(how, MPI_Ireduce_scatter, MPI_Reduce_scatter, s, r, rcounts, type, mpi_op, comm);
   };
   Group g;
   if (!group_of(comm, g) || (!gpu_data(sbuf) && !gpu_data(rbuf))) return next(sbuf, rbuf);
@@ -1460,11 +1383,8 @@ int reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Dataty
 
 int reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
                          Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, void *r) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Ireduce_scatter_block)(s, r, rcount, type, mpi_op, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Ireduce_scatter_block)(s, r, rcount, type, mpi_op, comm, request)
-                   : TEMPI_NEXT(MPI_Reduce_scatter_block)(s, r, rcount, type, mpi_op, comm);
+    return TEMPI_FORWARD(how, MPI_Ireduce_scatter_block, MPI_Reduce_scatter_block, s, r, rcount, type, mpi_op, comm);
   };
   Group g;
   if (!group_of(comm, g) || (!gpu_data(sbuf) && !gpu_data(rbuf))) return next(sbuf, rbuf);
@@ -1483,11 +1403,8 @@ int reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype 
 
 int scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
          Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, void *r) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iscan)(s, r, count, type, mpi_op, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Iscan)(s, r, count, type, mpi_op, comm, request)
-                   : TEMPI_NEXT(MPI_Scan)(s, r, count, type, mpi_op, comm);
+    return TEMPI_FORWARD(how, MPI_Iscan, MPI_Scan, s, r, count, type, mpi_op, comm);
   };
   auto op = new_op("MPI_Scan", "MPI_Iscan", comm, how);
   if (const int err = plan_typed(op->send, sbuf, count, type, false, *op)) return err;
@@ -1499,11 +1416,8 @@ int scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_
 
 int exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mpi_op, MPI_Comm comm,
            Issue how) {
-  MPI_Request *const request = how.request;
   auto next = [&](const void *s, void *r) {
-    return how.persistent ? how.keep([=](MPI_Request *lib) { return TEMPI_NEXT(MPI_Iexscan)(s, r, count, type, mpi_op, comm, lib); })
-         : request    ? TEMPI_NEXT(MPI_Iexscan)(s, r, count, type, mpi_op, comm, request)
-                   : TEMPI_NEXT(MPI_Exscan)(s, r, count, type, mpi_op, comm);
+    return TEMPI_FORWARD(how, MPI_Iexscan, MPI_Exscan, s, r, count, type, mpi_op, comm);
   };
   auto op = new_op("MPI_Exscan", "MPI_Iexscan", comm, how);
   if (const int err = plan_typed(op->send, sbuf, count, type, false, *op)) return err;

@@ -270,6 +270,7 @@ int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm com
   in.count = count;
   in.type = type;
   in.comm = comm;
+  in.peer = peer;
   in.user = buf;
   Decision d;
   if (const int err = decide(buf, count, type, peer, true, batched, false, comm, call, d)) return err;
@@ -323,9 +324,30 @@ int unpack_failed(const Incoming &in, Status st) {
                      to_string(in.transfer.method), to_string(st));
 }
 
+// A receive finish_recv_early finished: what its completion reports.
+int replay_early(Incoming &in, MPI_Status &status) {
+  in.early = false;
+  PMPI_Status_set_elements_x(&status, MPI_BYTE, in.early_elements);
+  return in.early_result;
+}
+
 }  // namespace
 
+int finish_recv_early(Incoming &in, MPI_Status &status) {
+  if (in.early) {  // asked again: the first answer stands
+    PMPI_Status_set_elements_x(&status, MPI_BYTE, in.early_elements);
+    return in.early_result;
+  }
+  const int result = finish_recv(in, status, MPI_SUCCESS);
+  in.early = true;
+  PMPI_Get_elements_x(&status, MPI_BYTE, &in.early_elements);
+  in.early_result = result;
+  return result;
+}
+
 int finish_recvs(std::vector<Finishing> &batch) {
+  for (Finishing &f : batch)
+    if (f.in->early) f.result = replay_early(*f.in, f.status);  // finished already, so skipped below
   // Zero-copy messages first: they are read straight into the user's buffers.
   if (std::any_of(batch.begin(), batch.end(), [](const Finishing &f) { return bool(f.in->p2p); }))
     p2p_take_controls(batch);
@@ -392,6 +414,7 @@ int finish_recvs(std::vector<Finishing> &batch) {
 }
 
 int finish_recv(Incoming &in, MPI_Status &status, int err) {
+  if (in.early) return replay_early(in, status);
   if (in.p2p && !in.finished) {
     std::vector<Finishing> one{{&in, status, err}};
     p2p_take_controls(one);

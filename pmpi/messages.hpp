@@ -80,6 +80,7 @@ struct Incoming {
   After after = After::Nothing;
   bool finished = false;  // finish_recv ran (MPI_Request_get_status may run it early)
   MPI_Comm comm = MPI_COMM_NULL;
+  int peer = MPI_ANY_SOURCE;  // the source the receive names
   void *user = nullptr;
   Scratch staging;
   OwnedType wire_type;
@@ -96,6 +97,11 @@ struct Incoming {
   // holds at least kControlBytes).
   std::shared_ptr<NodeShare> p2p;
   int64_t capacity = 0;
+  // Finished by MPI_Request_get_status, before the completion call that ends the request:
+  // what that call reports again (the size that replaced a control message's, the error).
+  bool early = false;
+  MPI_Count early_elements = 0;
+  int early_result = MPI_SUCCESS;
 };
 
 int prepare_recv(void *buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, const char *call, Incoming &in,
@@ -115,6 +121,10 @@ struct Finishing {
   int result = MPI_SUCCESS;
 };
 int finish_recvs(std::vector<Finishing> &batch);
+// finish_recv for MPI_Request_get_status, which found the receive complete: the data is put
+// in place and `status` made what the application sees, and the completion call that ends
+// the request reports both again.
+int finish_recv_early(Incoming &in, MPI_Status &status);
 
 // The bytes [lo, lo + bytes) relative to its address that a buffer of `count` (> 0)
 // elements of `type` spans.

@@ -96,6 +96,7 @@ int prepare(std::vector<Starting> &ours) {
     }
     if (!op.is_send) {
       p.in.finished = false;
+      p.in.early = false;
       if (p.in.after == Incoming::After::CopyBack) {
         const OnDeviceOf on_its_gpu(p.in.user);
         const Status st = b.copy(p.in.staging.ptr, static_cast<char *>(p.in.user) + p.in.region_lo,

@@ -29,6 +29,15 @@ void RequestTable::detach(MPI_Request req, std::unique_ptr<Pending> p) {
   size_.store(live_.size() + detached_.size(), std::memory_order_release);
 }
 
+bool RequestTable::any_receive(const std::function<bool(const Incoming &)> &pred) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto &[req, p] : live_)
+    if (p->in.comm != MPI_COMM_NULL && pred(p->in)) return true;
+  for (const auto &[req, p] : detached_)
+    if (p->in.comm != MPI_COMM_NULL && pred(p->in)) return true;
+  return false;
+}
+
 void RequestTable::progress_detached() {
   std::vector<std::pair<MPI_Request, std::unique_ptr<Pending>>> mine;
   {

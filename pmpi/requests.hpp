@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -50,6 +51,8 @@ class RequestTable {
   void detach(MPI_Request req, std::unique_ptr<Pending> p);
   void progress_detached();
   void drain_detached();  // waits for every detached request (MPI_Finalize)
+  // Whether a tracked receive, live or detached, satisfies `pred`.
+  bool any_receive(const std::function<bool(const Incoming &)> &pred);
 
  private:
   std::mutex mutex_;

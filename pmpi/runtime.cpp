@@ -9,6 +9,7 @@
 
 #include "backend.hpp"
 #include "config.hpp"
+#include "engine.hpp"
 #include "forward.hpp"
 #include "gpu_sharing.hpp"
 #include "local_work.hpp"
@@ -122,7 +123,8 @@ void initialize() {
 
 void stop() {
   if (!g_active.load()) return;
-  zero_copy_drain();  // persistent collectives' starts in flight (their requests complete first)
+  flush_sends();  // sends still queued, freed ones included: the drains below wait for them
+  zero_copy_drain();  // persistent collectives' starts and zero-copy messages in flight
   requests().drain_detached();  // requests the application freed must still finish (posts deferred sends)
   local_work().settle();  // launches this thread's queued moves too
   gpu_sharing().leave();

@@ -161,13 +161,12 @@ class Completion {
 
   // MPI_Request_get_status found request 0 complete: a receive's data must be in place
   // now, but the request lives until a completion call frees it.
-  int finish_early(const MPI_Status &status) {
+  int finish_early(MPI_Status &status) {
     Entry &e = entries_.front();
     if (e.pending->send) return MPI_SUCCESS;
     if (e.pending->persistent && !e.pending->persistent->active) return MPI_SUCCESS;  // nothing in flight
     if (e.pending->coll) return finish_collective(*e.pending->coll, MPI_SUCCESS);  // runs once
-    MPI_Status copy = status;
-    return finish_recv(e.pending->in, copy, MPI_SUCCESS);
+    return finish_recv_early(e.pending->in, status);
   }
 
  private:

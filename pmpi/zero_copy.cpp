@@ -1152,7 +1152,8 @@ void zero_copy_drain() {
     zero_copy_progress();
     std::this_thread::yield();
     if (std::chrono::steady_clock::now() - began > std::chrono::seconds(30)) {
-      TEMPI_LOG(Warn, "MPI_Finalize: a persistent collective's start has not finished after 30 s (zero-copy)");
+      TEMPI_LOG(Warn, "MPI_Finalize: zero-copy work (a persistent collective's start, or a send whose receive is not "
+                "posted) has not finished after 30 s");
       began = std::chrono::steady_clock::now();
     }
   }

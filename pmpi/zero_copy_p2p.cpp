@@ -22,6 +22,7 @@
 #include "forward.hpp"
 #include "log.hpp"
 #include "node_share.hpp"
+#include "requests.hpp"
 #include "runtime.hpp"
 #include "zero_copy.hpp"
 
@@ -226,7 +227,12 @@ thread_local std::vector<std::pair<MPI_Request, int>> t_failed;  // freed with a
 
 std::mutex g_queue_mutex;  // g_queue: zero-copy sends whose control messages are not posted yet
 std::list<std::shared_ptr<Flight>> g_queue;
-std::atomic<size_t> g_queued{0};
+// The sends in g_queue and those a thread took from it and is posting: a thread that finds
+// none can post a send of its own with no earlier send of its to the same rank behind it.
+std::atomic<size_t> g_unposted{0};
+// Held from taking sends out of g_queue until they are posted, so that two threads posting
+// never reorder one thread's sends (MPI's non-overtaking rule), whichever thread takes them.
+std::mutex g_post_mutex;
 
 std::mutex g_mutex;  // g_flights; p2p_progress runs on one thread at a time
 std::list<std::shared_ptr<Flight>> g_flights;
@@ -371,6 +377,36 @@ bool is_control(NodeShare &s, int sender, const Control &c, const MPI_Status &st
          e.tag == status.MPI_TAG && e.bytes == c.bytes;
 }
 
+// Before the setting of `comm` changes: this rank's zero-copy sends on it, sent under the old
+// setting, finish, and every rank goes on moving the messages that reach it until all have
+// (a rank's last send may wait for a receiver that has none left of its own). Returns an MPI
+// error code.
+int settle_sends(MPI_Comm comm) {
+  p2p_post_queued(MPI_COMM_NULL, MPI_ANY_SOURCE);
+  MPI_Request all_settled = MPI_REQUEST_NULL;
+  auto said = std::chrono::steady_clock::now();
+  for (int done = 0; !done; std::this_thread::yield()) {
+    zero_copy_progress();
+    if (all_settled != MPI_REQUEST_NULL) {
+      if (const int err = PMPI_Test(&all_settled, &done, MPI_STATUS_IGNORE)) return err;
+      continue;
+    }
+    bool sending = false;
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      for (const auto &f : g_flights) sending = sending || (f->is_send && f->comm == comm);
+    }
+    if (!sending) {
+      if (const int err = PMPI_Ibarrier(comm, &all_settled)) return err;
+    } else if (std::chrono::steady_clock::now() - said > std::chrono::seconds(30)) {
+      TEMPI_LOG(Warn, "TEMPIX_Comm_enable_zero_copy: a zero-copy send on this communicator is still not received "
+                "after 30 s (its receive must be posted before the call)");
+      said = std::chrono::steady_clock::now();
+    }
+  }
+  return MPI_SUCCESS;
+}
+
 }  // namespace
 
 // ---- Enabling ------------------------------------------------------------------------------
@@ -389,14 +425,19 @@ int p2p_enable(MPI_Comm comm, bool on, int *enabled) {
     if (all) TEMPI_LOG(Info, "TEMPIX_Comm_enable_zero_copy: zero-copy is off on this communicator (TEMPI_IPC=off, or a rank without a GPU)");
     return MPI_SUCCESS;
   }
-  // Messages in flight were sent under the old setting: every rank finishes its own first.
-  p2p_post_queued(MPI_COMM_NULL, MPI_ANY_SOURCE);
-  for (bool any = true; any;) {
-    zero_copy_progress();
-    std::lock_guard<std::mutex> lock(g_mutex);
-    any = !g_flights.empty();
-  }
-  if (const int err = PMPI_Barrier(comm)) return err;
+  // A GPU receive posted, or a persistent one made, before zero-copy was on cannot tell a
+  // control message from data (the contract's item 5, docs/using.md): every rank refuses.
+  int quiet = !all || !requests().any_receive([&](const Incoming &in) {
+    return in.comm == comm && !in.p2p && (in.peer == MPI_ANY_SOURCE || node_rank_of(*share, in.peer) >= 0);
+  });
+  if (all)
+    if (const int err = PMPI_Allreduce(MPI_IN_PLACE, &quiet, 1, MPI_INT, MPI_MIN, comm)) return err;
+  if (!quiet)
+    return raise_error(comm, MPI_ERR_PENDING,
+                       "TEMPIX_Comm_enable_zero_copy: a rank has a GPU receive on this communicator from before the "
+                       "call; call it when no receive on the communicator is pending, and make persistent receives "
+                       "after it");
+  if (const int err = settle_sends(comm)) return err;
   if (all) start_pusher(share);
   set_p2p(*share, all != 0);
   if (enabled) *enabled = all;
@@ -467,14 +508,15 @@ bool p2p_isend(IsendFn post, const char *call, const void *buf, int count, const
   // the default stream once.
   std::lock_guard<std::mutex> lock(g_queue_mutex);
   g_queue.push_back(std::move(f));
-  g_queued = g_queue.size();
+  g_unposted.fetch_add(1, std::memory_order_acq_rel);
   g_sends.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-bool p2p_queued() { return g_queued.load(std::memory_order_relaxed) > 0; }
+bool p2p_queued() { return g_unposted.load(std::memory_order_acquire) > 0; }
 
 void p2p_post_queued(MPI_Comm comm, int dest) {
+  std::lock_guard<std::mutex> posting(g_post_mutex);
   std::vector<std::shared_ptr<Flight>> ready;
   {
     std::lock_guard<std::mutex> lock(g_queue_mutex);
@@ -485,9 +527,9 @@ void p2p_post_queued(MPI_Comm comm, int dest) {
       } else {
         ++it;
       }
-    g_queued = g_queue.size();
   }
   if (ready.empty()) return;
+  const size_t taken = ready.size();
   // The receiving GPUs read the buffers directly: the application's work on them (the legacy
   // default stream of each buffer's GPU) must be done first.
   Backend &b = gpu_backend();
@@ -523,6 +565,7 @@ void p2p_post_queued(MPI_Comm comm, int dest) {
     if (f->error != MPI_SUCCESS) ++g_failures;
     PMPI_Grequest_complete(f->outer);
   }
+  g_unposted.fetch_sub(taken, std::memory_order_acq_rel);  // after add_flight: p2p_in_flight never sees a gap
 }
 
 // ---- Receives ------------------------------------------------------------------------------

@@ -18,9 +18,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -628,6 +631,112 @@ TEST_CASE("receives stage where the message they expect lands: a control message
   MPI_Comm_free(&comm);
 }
 
+// Switching zero-copy on one communicator leaves the messages of others alone: a receive in
+// flight on g_zc, whose message is sent only after the switch, must not hold the switch up.
+TEST_CASE("switching zero-copy on a communicator while a message on another one is in flight") {
+  MPI_Comm other;
+  MPI_Comm_dup(MPI_COMM_WORLD, &other);
+  const int peer = g_rank ^ 1;
+  const bool paired = peer < g_size;
+  Types t;
+  make_types(700, t);
+  Buf s(true, span(t.send, 1), 1100 + uint64_t(g_rank)), r(true, span(t.recv, 1), 1110);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (paired && g_rank % 2 == 0) MPI_Irecv(r.ptr, 1, t.recv, peer, 71, g_zc, &req);
+  int on = 0;
+  REQUIRE(TEMPIX_Comm_enable_zero_copy(other, 1, &on) == MPI_SUCCESS);
+  CHECK(on == g_on);
+  if (paired && g_rank % 2 == 1) MPI_Isend(s.ptr, 1, t.send, peer, 71, g_zc, &req);
+  REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  REQUIRE(TEMPIX_Comm_enable_zero_copy(other, 0, &on) == MPI_SUCCESS);
+  CHECK(on == 0);
+  if (paired && g_rank % 2 == 0) {
+    Buf ref(false, s.bytes, 1100 + uint64_t(peer));
+    CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+  }
+  MPI_Comm_free(&other);
+}
+
+// A GPU receive posted, or a persistent one made, before zero-copy went on could not tell a
+// control message from data: the switch is refused on every rank (the contract's item 5),
+// the receive completes as before, and the switch succeeds once none is left.
+TEST_CASE("switching zero-copy on is refused while a receive from before it is pending") {
+  if (g_size < 2) return;
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  const int peer = g_rank ^ 1;
+  const bool paired = peer < g_size;
+  Types t;
+  make_types(700, t);
+  Buf s(true, span(t.send, 1), 1200 + uint64_t(g_rank)), r(true, span(t.recv, 1), 1210);
+  // g_on: whether zero-copy can go on at all here (TEMPI_IPC=off: the call succeeds, off).
+  auto enable_class = [&]() {
+    int on = -1;
+    const int err = TEMPIX_Comm_enable_zero_copy(comm, 1, &on);
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(err, &cls);
+    CHECK(on == (err == MPI_SUCCESS ? g_on : 0));
+    return cls;
+  };
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (paired && g_rank % 2 == 0) MPI_Irecv(r.ptr, 1, t.recv, peer, 72, comm, &req);
+  CHECK(enable_class() == (g_on ? MPI_ERR_PENDING : MPI_SUCCESS));
+  if (g_on) {
+    if (paired && g_rank % 2 == 1) MPI_Isend(s.ptr, 1, t.send, peer, 72, comm, &req);  // the pack path
+    REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    if (paired && g_rank % 2 == 0) {
+      Buf ref(false, s.bytes, 1200 + uint64_t(peer));
+      CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+    }
+    MPI_Request persistent = MPI_REQUEST_NULL;
+    if (paired && g_rank % 2 == 0) MPI_Recv_init(r.ptr, 1, t.recv, peer, 73, comm, &persistent);
+    CHECK(enable_class() == MPI_ERR_PENDING);
+    if (persistent != MPI_REQUEST_NULL) MPI_Request_free(&persistent);
+    CHECK(enable_class() == MPI_SUCCESS);
+  } else if (paired) {
+    if (g_rank % 2 == 1) MPI_Isend(s.ptr, 1, t.send, peer, 72, comm, &req);
+    REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  }
+  MPI_Comm_free(&comm);
+}
+
+// MPI_Request_get_status finishes a completed receive early (its data must be in place);
+// the size it reports, and that of the wait that ends the request, are the application's,
+// not the control message's.
+TEST_CASE("MPI_Request_get_status of a persistent receive that got a zero-copy message") {
+  if (g_size < 2) return;
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) return;
+  Types t;
+  make_types(700, t);
+  const int packed = type_size(t.send);
+  Buf s(true, span(t.send, 1), 1300 + uint64_t(g_rank)), r(true, span(t.recv, 1), 1310);
+  MPI_Request rreq, sreq;
+  MPI_Recv_init(r.ptr, 1, t.recv, peer, 74, g_zc, &rreq);
+  for (int round = 0; round < 2; ++round) {
+    INFO("start " << round);
+    MPI_Start(&rreq);
+    MPI_Isend(s.ptr, 1, t.send, peer, 74, g_zc, &sreq);
+    MPI_Status early, late;
+    for (int flag = 0; !flag;) REQUIRE(MPI_Request_get_status(rreq, &flag, &early) == MPI_SUCCESS);
+    int count = -1;
+    MPI_Get_count(&early, MPI_INT, &count);
+    CHECK(count == packed / 4);
+    for (int flag = 0; !flag;) REQUIRE(MPI_Request_get_status(rreq, &flag, &early) == MPI_SUCCESS);  // asked again
+    MPI_Get_count(&early, MPI_INT, &count);
+    CHECK(count == packed / 4);
+    REQUIRE(MPI_Wait(&rreq, &late) == MPI_SUCCESS);
+    MPI_Get_count(&late, MPI_INT, &count);
+    CHECK(count == packed / 4);
+    CHECK(late.MPI_SOURCE == peer);
+    REQUIRE(MPI_Wait(&sreq, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    Buf ref(false, s.bytes, 1300 + uint64_t(peer));
+    CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+  }
+  MPI_Request_free(&rreq);
+}
+
 #if defined(P2P_REAL_GPU)
 TEST_CASE("the send buffer's contents land on the legacy default stream after the call") {
   if (g_size < 2) return;
@@ -675,6 +784,80 @@ TEST_CASE("threads exchanging on their own tags") {
   for (int k = 0; k < kThreads; ++k) CHECK(wrong[size_t(k)] == 0);
 }
 
+// MPI's order between one thread's sends to one rank and tag, while another thread's
+// completion calls post queued control messages (whichever thread posts, in order).
+TEST_CASE("one thread's zero-copy sends keep their order while another thread posts them") {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE || g_size < 2) return;
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) return;
+  Types t;
+  make_types(300, t);
+  constexpr int kSends = 32;
+  std::vector<std::unique_ptr<Buf>> bufs;
+  std::vector<MPI_Request> req(kSends, MPI_REQUEST_NULL);
+  const bool sender = g_rank % 2 == 0;
+  for (int i = 0; i < kSends; ++i)
+    bufs.emplace_back(sender ? new Buf(true, span(t.send, 1), 1400 + uint64_t(i))
+                             : new Buf(true, span(t.recv, 1), 1500 + uint64_t(i)));
+  if (sender) {
+    std::atomic<bool> stop{false};
+    std::thread poster([&] {  // completion calls post every queued control message
+      MPI_Request idle;
+      int dummy = 0;
+      MPI_Irecv(&dummy, 1, MPI_INT, peer, 76, g_zc, &idle);
+      while (!stop.load()) {
+        int flag = 0;
+        MPI_Test(&idle, &flag, MPI_STATUS_IGNORE);
+      }
+      MPI_Cancel(&idle);
+      MPI_Wait(&idle, MPI_STATUS_IGNORE);
+    });
+    for (int i = 0; i < kSends; ++i) MPI_Isend(bufs[size_t(i)]->ptr, 1, t.send, peer, 75, g_zc, &req[size_t(i)]);
+    REQUIRE(MPI_Waitall(kSends, req.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    stop = true;
+    poster.join();
+  } else {
+    for (int i = 0; i < kSends; ++i) MPI_Irecv(bufs[size_t(i)]->ptr, 1, t.recv, peer, 75, g_zc, &req[size_t(i)]);
+    REQUIRE(MPI_Waitall(kSends, req.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    for (int i = 0; i < kSends; ++i) {
+      INFO("receive " << i);
+      Buf ref(false, span(t.send, 1), 1400 + uint64_t(i));
+      CHECK(bufs[size_t(i)]->contents() == expected(ref.host, t.send, 1, bufs[size_t(i)]->host, t.recv, 1));
+    }
+  }
+}
+
+// The last act before MPI_Finalize: rank pairs send one zero-copy message, and the sender
+// frees its request at once (MPI_Request_free), so only MPI_Finalize is left to post its
+// control message and wait for the receiver's read. Returns 1 where the bytes came wrong.
+// The sender's buffer outlives MPI_Finalize, as MPI asks of a freed send (g_freed_send).
+void *g_freed_send = nullptr;
+int freed_send_before_finalize(MPI_Comm comm) {
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) return 0;
+  constexpr int kInts = 4096;
+  std::vector<uint8_t> want(kInts * sizeof(int));
+  for (size_t i = 0; i < want.size(); ++i) want[i] = byte_at(1600 + uint64_t(std::min(g_rank, peer)), i);
+  tempi::Backend &b = tempi::gpu_backend();
+  void *dev = nullptr;
+  if (b.allocate_device(want.size(), &dev) != tempi::Status::Ok) return 1;
+  if (g_rank % 2 == 0) {
+    g_freed_send = dev;
+    if (b.copy(dev, want.data(), want.size()) != tempi::Status::Ok) return 1;
+    MPI_Request req;
+    if (MPI_Isend(dev, kInts, MPI_INT, peer, 77, comm, &req) != MPI_SUCCESS) return 1;
+    return MPI_Request_free(&req) == MPI_SUCCESS ? 0 : 1;
+  }
+  std::vector<uint8_t> got(want.size());
+  const bool ok = MPI_Recv(dev, kInts, MPI_INT, peer, 77, comm, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+                  b.copy(got.data(), dev, got.size()) == tempi::Status::Ok && got == want;
+  b.free_device(dev);
+  if (!ok) std::printf("rank %d: the message of a send freed before MPI_Finalize came wrong\n", g_rank);
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -693,7 +876,11 @@ int main(int argc, char **argv) {
   }
 #endif
   MPI_Comm_dup(MPI_COMM_WORLD, &g_zc);
-  if (TEMPIX_Comm_enable_zero_copy(g_zc, 1, &g_on) != MPI_SUCCESS) {
+  MPI_Comm last;  // for the last act: not freed, since MPI_Comm_free would post the freed send
+  MPI_Comm_dup(MPI_COMM_WORLD, &last);
+  int last_on = 0;
+  if (TEMPIX_Comm_enable_zero_copy(g_zc, 1, &g_on) != MPI_SUCCESS ||
+      TEMPIX_Comm_enable_zero_copy(last, 1, &last_on) != MPI_SUCCESS) {
     std::printf("TEMPIX_Comm_enable_zero_copy failed\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
@@ -701,6 +888,7 @@ int main(int argc, char **argv) {
   MPI_Comm_free(&g_zc);
   int worst = 0;
   MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  worst = std::max(worst, freed_send_before_finalize(last));
   MPI_Finalize();
   if (const int left = plan_blocks()) {  // MPI_Finalize removes them
     std::printf("rank %d: %d plan blocks left in /dev/shm after MPI_Finalize\n", g_rank, left);

@@ -14,81 +14,13 @@
 
 #include "backend.hpp"
 #include "host_packer.hpp"
+#include "plan_check.hpp"
 #include "random_type.hpp"
 #include "type_plan.hpp"
 
 using namespace tempi;
 
 namespace {
-
-#define CUDA_OK(x) REQUIRE((x) == cudaSuccess)
-
-// A device allocation with room for every byte a plan touches, plus `shift` bytes
-// of deliberate misalignment; host images of it are compared.
-struct Span {
-  int64_t lo = 0, hi = 0;
-  explicit Span(const Plan &p) {
-    for_each_segment(p, 0, p.packed_size(), [&](int64_t t, int64_t, int64_t n) {
-      lo = std::min(lo, t);
-      hi = std::max(hi, t + n);
-    });
-  }
-  int64_t bytes() const { return hi - lo; }
-};
-
-struct DeviceBuf {
-  void *base = nullptr;
-  int64_t size = 0;
-  DeviceBuf(int64_t bytes, bool managed = false) : size(bytes) {
-    if (managed)
-      CUDA_OK(cudaMallocManaged(&base, bytes + 64));
-    else
-      CUDA_OK(cudaMalloc(&base, bytes + 64));
-  }
-  ~DeviceBuf() { cudaFree(base); }
-  char *at(int64_t off) { return static_cast<char *>(base) + off; }
-};
-
-std::vector<unsigned char> random_bytes(int64_t n, uint64_t seed) {
-  std::vector<unsigned char> v(n + 8);
-  std::mt19937_64 rng(seed);
-  for (int64_t i = 0; i < n; i += 8) {
-    const uint64_t r = rng();
-    std::memcpy(v.data() + i, &r, 8);
-  }
-  v.resize(n);
-  return v;
-}
-
-// Packs and unpacks `plan` on the GPU with the typed buffer shifted by `ts` bytes and
-// the packed one by `ps` bytes, over stream bytes [first, last); compares with the host.
-void check_plan(const Plan &plan, int ts, int ps, int64_t first, int64_t last, uint64_t seed) {
-  const Span span(plan);
-  const int64_t n = last - first;
-  const std::vector<unsigned char> typed = random_bytes(span.bytes(), seed);
-  DeviceBuf dtyped(span.bytes()), dpacked(n);
-  char *t0 = dtyped.at(ts) - span.lo;  // the address of typed offset 0
-  CUDA_OK(cudaMemcpy(dtyped.at(ts), typed.data(), span.bytes(), cudaMemcpyHostToDevice));
-
-  // pack: poisoned output, compare all of it (nothing written outside [0, n))
-  const std::vector<unsigned char> poison = random_bytes(n + 64, seed + 1);
-  CUDA_OK(cudaMemcpy(dpacked.base, poison.data(), n + 64, cudaMemcpyHostToDevice));
-  REQUIRE(gpu_backend().pack(plan, t0, dpacked.at(ps), first, last) == Status::Ok);
-  std::vector<unsigned char> expect = poison;
-  host_pack(plan, typed.data() - span.lo, expect.data() + ps, first, last);
-  std::vector<unsigned char> got(n + 64);
-  CUDA_OK(cudaMemcpy(got.data(), dpacked.base, n + 64, cudaMemcpyDeviceToHost));
-  REQUIRE(got == expect);
-
-  // unpack the packed bytes into a poisoned typed buffer: gaps must stay poisoned
-  std::vector<unsigned char> image = random_bytes(span.bytes(), seed + 2);
-  CUDA_OK(cudaMemcpy(dtyped.at(ts), image.data(), span.bytes(), cudaMemcpyHostToDevice));
-  REQUIRE(gpu_backend().unpack(plan, dpacked.at(ps), t0, first, last) == Status::Ok);
-  host_unpack(plan, expect.data() + ps, image.data() - span.lo, first, last);
-  std::vector<unsigned char> back(span.bytes());
-  CUDA_OK(cudaMemcpy(back.data(), dtyped.at(ts), span.bytes(), cudaMemcpyDeviceToHost));
-  REQUIRE(back == image);
-}
 
 Plan planned(const TypeDesc &d, int64_t count) {
   const std::optional<Plan> p = plan_type(d);
@@ -189,7 +121,7 @@ TEST_CASE("batches of asynchronous moves: fused launches, every method, one wait
       std::string name;
       int64_t lo, span, bytes;
       int ts, ps;
-      std::unique_ptr<DeviceBuf> typed;
+      std::unique_ptr<PaddedDeviceBuf> typed;
       Scratch packed;
       std::vector<unsigned char> image, expect;
     };
@@ -207,7 +139,7 @@ TEST_CASE("batches of asynchronous moves: fused launches, every method, one wait
       o.bytes = o.plan.packed_size();
       o.ts = int(rng() % 9);
       o.ps = int(rng() % 9);
-      o.typed = std::make_unique<DeviceBuf>(std::max<int64_t>(o.span, 1));
+      o.typed = std::make_unique<PaddedDeviceBuf>(std::max<int64_t>(o.span, 1));
       o.image = random_bytes(o.span, rng());
       if (o.span) CUDA_OK(cudaMemcpy(o.typed->at(o.ts), o.image.data(), o.span, cudaMemcpyHostToDevice));
       const int m = int(rng() % 3);
@@ -270,7 +202,8 @@ TEST_CASE("MPI_Pack and MPI_Unpack on every memory kind", "[gpu][mpi]") {
     for (Kind out : {Host, Device, Managed}) {
       if (in == Host && out == Host) continue;
       INFO("typed " << in << " packed " << out);
-      DeviceBuf dtyped(span, in == Managed), dpacked(size + 16, out == Managed);
+      PaddedDeviceBuf dtyped(span, in == Managed ? Memory::Managed : Memory::Device),
+          dpacked(size + 16, out == Managed ? Memory::Managed : Memory::Device);
       std::vector<unsigned char> htyped = host, hpacked(size + 16, 0);
       void *typed = in == Host ? static_cast<void *>(htyped.data()) : dtyped.base;
       void *packed = out == Host ? static_cast<void *>(hpacked.data()) : dpacked.base;
@@ -299,7 +232,7 @@ TEST_CASE("MPI_Pack and MPI_Unpack on every memory kind", "[gpu][mpi]") {
 
   // too small an output buffer: MPI_ERR_TRUNCATE and nothing written
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  DeviceBuf dtyped(span), dpacked(size);
+  PaddedDeviceBuf dtyped(span), dpacked(size);
   CUDA_OK(cudaMemset(dpacked.base, 0x77, size));
   int pos = 0;
   int err = MPI_Pack(dtyped.base, count, t, dpacked.base, bytes - 1, &pos, MPI_COMM_WORLD), cls = 0;

@@ -15,6 +15,7 @@
 
 #include "backend.hpp"
 #include "host_packer.hpp"
+#include "plan_check.hpp"
 #include "random_type.hpp"
 #include "transpose.hpp"
 #include "type_plan.hpp"
@@ -22,34 +23,6 @@
 using namespace tempi;
 
 namespace {
-
-#define CUDA_OK(x) REQUIRE((x) == cudaSuccess)
-
-// The typed bytes a plan touches: [lo, hi) relative to the typed buffer's origin.
-struct Span {
-  int64_t lo = 0, hi = 0;
-  explicit Span(const Plan &p) {
-    for_each_segment(p, 0, p.packed_size(), [&](int64_t t, int64_t, int64_t n) {
-      lo = std::min(lo, t);
-      hi = std::max(hi, t + n);
-    });
-  }
-  int64_t bytes() const { return hi - lo; }
-};
-
-struct DeviceBuf {
-  void *base = nullptr;
-  explicit DeviceBuf(int64_t bytes) { CUDA_OK(cudaMalloc(&base, bytes + 64)); }
-  ~DeviceBuf() { cudaFree(base); }
-  char *at(int64_t off) { return static_cast<char *>(base) + off; }
-};
-
-std::vector<unsigned char> random_bytes(int64_t n, uint64_t seed) {
-  std::vector<unsigned char> v(n);
-  std::mt19937_64 rng(seed);
-  for (unsigned char &c : v) c = static_cast<unsigned char>(rng());
-  return v;
-}
 
 // What run_kernel gives the tiled kernels for `plan` between 256-byte aligned buffers
 // shifted by `ts` and `ps` bytes, over stream bytes [first, last).
@@ -71,34 +44,6 @@ bool takes_tiles(const Plan &plan, int ts, int ps, int64_t first, int64_t last) 
   int word = 16;
   while (word > 1 && (bits & uint64_t(word - 1))) word /= 2;
   return tiled_transpose_fits(a, word);
-}
-
-// Packs and unpacks `plan` on the GPU (typed buffer shifted by `ts` bytes, packed by
-// `ps`) over stream bytes [first, last) into poisoned buffers; compares with the host.
-void check_plan(const Plan &plan, int ts, int ps, int64_t first, int64_t last, uint64_t seed) {
-  const Span span(plan);
-  const int64_t n = last - first;
-  const std::vector<unsigned char> typed = random_bytes(span.bytes(), seed);
-  DeviceBuf dtyped(span.bytes()), dpacked(n);
-  char *t0 = dtyped.at(ts) - span.lo;  // the address of typed offset 0
-  CUDA_OK(cudaMemcpy(dtyped.at(ts), typed.data(), span.bytes(), cudaMemcpyHostToDevice));
-
-  const std::vector<unsigned char> poison = random_bytes(n + 64, seed + 1);
-  CUDA_OK(cudaMemcpy(dpacked.base, poison.data(), n + 64, cudaMemcpyHostToDevice));
-  REQUIRE(gpu_backend().pack(plan, t0, dpacked.at(ps), first, last) == Status::Ok);
-  std::vector<unsigned char> expect = poison;
-  host_pack(plan, typed.data() - span.lo, expect.data() + ps, first, last);
-  std::vector<unsigned char> got(n + 64);
-  CUDA_OK(cudaMemcpy(got.data(), dpacked.base, n + 64, cudaMemcpyDeviceToHost));
-  REQUIRE(got == expect);
-
-  std::vector<unsigned char> image = random_bytes(span.bytes(), seed + 2);  // gaps must keep this poison
-  CUDA_OK(cudaMemcpy(dtyped.at(ts), image.data(), span.bytes(), cudaMemcpyHostToDevice));
-  REQUIRE(gpu_backend().unpack(plan, dpacked.at(ps), t0, first, last) == Status::Ok);
-  host_unpack(plan, expect.data() + ps, image.data() - span.lo, first, last);
-  std::vector<unsigned char> back(span.bytes());
-  CUDA_OK(cudaMemcpy(back.data(), dtyped.at(ts), span.bytes(), cudaMemcpyDeviceToHost));
-  REQUIRE(back == image);
 }
 
 void check_whole(const Plan &plan, uint64_t seed) { check_plan(plan, 0, 0, 0, plan.packed_size(), seed); }

@@ -36,12 +36,10 @@
 #include "canonicalize.hpp"
 #include "host_packer.hpp"
 #include "mpi_types.hpp"
+#include "p2p_main.hpp"
 #include "p2p_support.hpp"
 #include "random_type.hpp"
 #include "translate.hpp"
-#if defined(P2P_REAL_GPU)
-#include "gpu_select.hpp"
-#endif
 
 using namespace p2p;
 
@@ -59,12 +57,6 @@ uint32_t mix(std::initializer_list<int64_t> v) {
   }
   return uint32_t(h ^ (h >> 29));
 }
-
-#define MPI_OK(call)                                                         \
-  do {                                                                       \
-    const int mpi_ok_err_ = (call);                                          \
-    if (mpi_ok_err_ != MPI_SUCCESS) FAIL(#call " returned " << mpi_ok_err_); \
-  } while (0)
 
 // ---- types ---------------------------------------------------------------------------------
 
@@ -1161,20 +1153,11 @@ TEST_CASE("argument errors give MPI's error classes", "[coll][errors]") {
 }
 
 int main(int argc, char **argv) {
-#if defined(P2P_REAL_GPU)
-  const char *limit = std::getenv("TEMPI_TEST_DEVICES");
-  tempi::tools::select_gpu_before_mpi_init(limit ? std::atoi(limit) : 0);
-#endif
+  select_test_gpu();
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-#if defined(P2P_REAL_GPU)
-  if (!tempi::gpu_backend().has_gpu()) {
-    if (g_rank == 0) std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one\n");
-    MPI_Finalize();
-    return 77;
-  }
-#endif
+  if (skipped_without_gpu()) return kSkipped;
   // --seed N is ours; Catch gets the rest.
   g_seed = tempi::test::seed_from(argc, argv, g_seed);
   std::vector<char *> args;
@@ -1214,9 +1197,7 @@ int main(int argc, char **argv) {
     MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, g_rank % 2 ? 0 : 1, 77, &g_inter);
     MPI_Comm_free(&half);
   }
-  const int result = Catch::Session().run(int(args.size()), args.data());
-  int worst = 0;
-  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  const int worst = run_catch_on_every_rank(int(args.size()), args.data());
   MPI_Comm_free(&g_cart);
   MPI_Comm_free(&g_graph);
   MPI_Comm_free(&g_multigraph);

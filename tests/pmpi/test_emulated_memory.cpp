@@ -29,6 +29,7 @@
 
 #include "backend.hpp"
 #include "host_packer.hpp"
+#include "p2p_support.hpp"
 #include "type_cache.hpp"
 
 extern char **environ;
@@ -44,20 +45,10 @@ using tempi::Plan;
 using tempi::Scratch;
 using tempi::ScratchKind;
 using tempi::Status;
+using p2p::kPoison;
+using p2p::pattern;
 
 Backend &gpu() { return tempi::gpu_backend(); }
-
-std::vector<char> pattern(size_t n, unsigned seed) {
-  std::vector<char> v(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (char &c : v) {
-    x = x * 1664525u + 1013904223u;
-    c = char(x >> 24);
-  }
-  return v;
-}
-
-constexpr char kPoison = char(0xEE);
 
 // ---- Death cases (in the child: `test_emulated_memory --die CASE`) -------------------
 

@@ -8,10 +8,8 @@
 #define CATCH_CONFIG_RUNNER
 #include <mpi.h>
 
-#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -19,193 +17,15 @@
 #include <thread>
 #include <vector>
 
+#include "p2p_main.hpp"
+#include "p2p_support.hpp"
 #if !defined(P2P_HOST_BUFFERS)
-#include "backend.hpp"
 #include "tempi.h"
 #endif
-#if defined(P2P_REAL_GPU)
-#include <cuda_runtime_api.h>
 
-#include "gpu_select.hpp"
-#endif
+using namespace p2p;
 
 namespace {
-
-int rank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-enum class Where { Host, Gpu, Managed };
-
-// A test buffer in host, GPU or managed memory (all host memory in the host builds).
-class Buf {
- public:
-  Buf(Where w, size_t bytes) : where_(w), bytes_(bytes ? bytes : 1) {
-#if defined(P2P_HOST_BUFFERS)
-    where_ = Where::Host;
-#endif
-    if (where_ == Where::Host) {
-      host_.resize(bytes_);
-      ptr_ = host_.data();
-      return;
-    }
-#if defined(P2P_REAL_GPU)
-    if (where_ == Where::Managed) {
-      REQUIRE(cudaMallocManaged(&ptr_, bytes_) == cudaSuccess);
-      return;
-    }
-#endif
-#if !defined(P2P_HOST_BUFFERS)
-    REQUIRE(tempi::gpu_backend().allocate_device(bytes_, &ptr_) == tempi::Status::Ok);
-#endif
-  }
-  ~Buf() {
-    if (where_ == Where::Host) return;
-#if defined(P2P_REAL_GPU)
-    if (where_ == Where::Managed) {
-      cudaFree(ptr_);
-      return;
-    }
-#endif
-#if !defined(P2P_HOST_BUFFERS)
-    tempi::gpu_backend().free_device(ptr_);
-#endif
-  }
-  Buf(const Buf &) = delete;
-  Buf &operator=(const Buf &) = delete;
-
-  void *get() const { return ptr_; }
-  void upload(const std::vector<char> &v) { REQUIRE(copy(ptr_, v.data(), v.size())); }
-  std::vector<char> download() const {
-    std::vector<char> v(bytes_);
-    REQUIRE(copy(v.data(), ptr_, bytes_));
-    return v;
-  }
-  // For threads other than Catch's, whose assertion macros are not thread-safe.
-  bool upload_quietly(const std::vector<char> &v) { return copy(ptr_, v.data(), v.size()); }
-  bool download_quietly(std::vector<char> &v) const {
-    v.resize(bytes_);
-    return copy(v.data(), ptr_, bytes_);
-  }
-
- private:
-  bool copy(void *dst, const void *src, size_t n) const {
-#if defined(P2P_HOST_BUFFERS)
-    std::memcpy(dst, src, n);
-    return true;
-#else
-    return tempi::gpu_backend().copy(dst, src, n) == tempi::Status::Ok;
-#endif
-  }
-  Where where_;
-  size_t bytes_;
-  void *ptr_ = nullptr;
-  std::vector<char> host_;
-};
-
-// A committed datatype and how many bytes `count` elements of it span (lb >= 0 here).
-struct Layout {
-  MPI_Datatype type;
-  int count;
-  size_t span() const {
-    MPI_Aint lb, extent, tlb, textent;
-    MPI_Type_get_extent(type, &lb, &extent);
-    MPI_Type_get_true_extent(type, &tlb, &textent);
-    return size_t(tlb + textent + (count - 1) * extent);
-  }
-  int bytes() const {
-    int s;
-    MPI_Type_size(type, &s);
-    return s * count;
-  }
-};
-
-void release(const Layout &l) {
-  MPI_Datatype t = l.type;
-  MPI_Type_free(&t);
-}
-
-MPI_Datatype committed(MPI_Datatype t) {
-  MPI_Type_commit(&t);
-  return t;
-}
-
-MPI_Datatype vector2d() {  // 100 rows of 3 floats, pitch 7 floats
-  MPI_Datatype t;
-  MPI_Type_vector(100, 3, 7, MPI_FLOAT, &t);
-  return committed(t);
-}
-
-MPI_Datatype subarray3d() {  // a 5x7x9 box of doubles inside 16x24x40
-  const int sizes[] = {16, 24, 40}, sub[] = {5, 7, 9}, starts[] = {2, 3, 4};
-  MPI_Datatype t;
-  MPI_Type_create_subarray(3, sizes, sub, starts, MPI_ORDER_C, MPI_DOUBLE, &t);
-  return committed(t);
-}
-
-MPI_Datatype irregular() {  // an indexed type of structs {int, double}
-  const int bl[] = {1, 1};
-  const MPI_Aint disp[] = {0, 8};
-  const MPI_Datatype types[] = {MPI_INT, MPI_DOUBLE};
-  MPI_Datatype s, t;
-  MPI_Type_create_struct(2, bl, disp, types, &s);
-  const int ibl[] = {2, 1, 3, 1};
-  const int idisp[] = {5, 0, 9, 14};
-  MPI_Type_indexed(4, ibl, idisp, s, &t);
-  MPI_Type_free(&s);
-  return committed(t);
-}
-
-MPI_Datatype contiguous_floats(int n) {
-  MPI_Datatype t;
-  MPI_Type_contiguous(n, MPI_FLOAT, &t);
-  return committed(t);
-}
-
-std::vector<char> pattern(size_t n, unsigned seed) {
-  std::vector<char> v(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (char &c : v) {
-    x = x * 1664525u + 1013904223u;
-    c = char(x >> 24);
-  }
-  return v;
-}
-
-constexpr char kPoison = char(0xEE);
-
-// What the receiver's buffer must hold: the sender's data packed with its layout and
-// unpacked with the receiver's over `base` (poison by default), by the MPI library's
-// host engine.
-std::vector<char> expected(const Layout &s, const Layout &r, unsigned seed, int sent_count = -1,
-                           const std::vector<char> *base = nullptr) {
-  const int scount = sent_count < 0 ? s.count : sent_count;
-  const std::vector<char> src = pattern(s.span(), seed);
-  int ssize;
-  MPI_Type_size(s.type, &ssize);
-  std::vector<char> packed(size_t(ssize) * scount + 1);
-  int pos = 0;
-  PMPI_Pack(src.data(), scount, s.type, packed.data(), int(packed.size()), &pos, MPI_COMM_WORLD);
-  std::vector<char> out = base ? *base : std::vector<char>(r.span(), kPoison);
-  int rsize;
-  MPI_Type_size(r.type, &rsize);
-  const int elements = rsize ? pos / rsize : 0;
-  int upos = 0;
-  PMPI_Unpack(packed.data(), pos, &upos, out.data(), elements, r.type, MPI_COMM_WORLD);
-  return out;
-}
-
-// "" when equal, else where the first differing byte is (a readable failure message).
-std::string first_difference(const std::vector<char> &got, const std::vector<char> &want) {
-  if (got.size() != want.size()) return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    if (got[i] != want[i])
-      return "byte " + std::to_string(i) + " of " + std::to_string(got.size()) + ": got " +
-             std::to_string(int(uint8_t(got[i]))) + ", want " + std::to_string(int(uint8_t(want[i])));
-  return "";
-}
 
 enum class Mode { Blocking, Nonblocking, Synchronous, SendrecvCall };
 
@@ -1016,30 +836,10 @@ TEST_CASE("each method, chosen at run time, gives the same bytes", "[p2p][method
 #endif
 
 int main(int argc, char **argv) {
-#if defined(P2P_REAL_GPU)
-  // One GPU per rank where there are enough; TEMPI_TEST_DEVICES=1 makes ranks share one.
-  const char *limit = std::getenv("TEMPI_TEST_DEVICES");
-  tempi::tools::select_gpu_before_mpi_init(limit ? std::atoi(limit) : 0);
-#endif
-  // TEMPI_TEST_THREADS=1 asks for MPI_THREAD_MULTIPLE (the threads test case needs it);
-  // otherwise MPI_Init, the common case.
-  const char *threads = std::getenv("TEMPI_TEST_THREADS");
-  if (threads && std::atoi(threads) != 0) {
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  } else {
-    MPI_Init(&argc, &argv);
-  }
-#if defined(P2P_REAL_GPU)
-  if (!tempi::gpu_backend().has_gpu()) {
-    if (rank() == 0) std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one\n");
-    MPI_Finalize();
-    return 77;
-  }
-#endif
-  const int result = Catch::Session().run(argc, argv);
-  int worst = 0;
-  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  select_test_gpu();
+  init_mpi_threads_on_request(argc, argv);
+  if (skipped_without_gpu()) return kSkipped;
+  const int worst = run_catch_on_every_rank(argc, argv);
   MPI_Finalize();
   return worst;
 }

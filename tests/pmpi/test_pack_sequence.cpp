@@ -7,13 +7,13 @@
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <vector>
 
 #include "backend.hpp"
+#include "p2p_main.hpp"
 #include "p2p_support.hpp"
 #if defined(P2P_REAL_GPU)
 #include <cuda_runtime_api.h>
@@ -401,16 +401,8 @@ int main(int argc, char **argv) {
   tempi::tools::select_gpu_before_mpi_init();
 #endif
   MPI_Init(&argc, &argv);
-#if defined(P2P_REAL_GPU)
-  if (!tempi::gpu_backend().has_gpu()) {
-    if (rank() == 0) std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one\n");
-    MPI_Finalize();
-    return 77;
-  }
-#endif
-  const int result = Catch::Session().run(argc, argv);
-  int worst = 0;
-  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (skipped_without_gpu()) return kSkipped;
+  const int worst = run_catch_on_every_rank(argc, argv);
   MPI_Finalize();
   return worst;
 }

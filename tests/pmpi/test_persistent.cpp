@@ -14,16 +14,12 @@
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "p2p_main.hpp"
 #include "p2p_support.hpp"
-#if defined(P2P_REAL_GPU)
-#include "gpu_select.hpp"
-#endif
 
 using namespace p2p;
 
@@ -32,32 +28,6 @@ namespace {
 int g_rank = 0, g_peer = MPI_PROC_NULL;
 MPI_Comm g_pair = MPI_COMM_NULL;  // this rank and its peer
 bool sender() { return g_rank % 2 == 0; }
-
-#define MPI_OK(call)                                                         \
-  do {                                                                       \
-    const int mpi_ok_err_ = (call);                                          \
-    if (mpi_ok_err_ != MPI_SUCCESS) FAIL(#call " returned " << mpi_ok_err_); \
-  } while (0)
-
-class Types {
- public:
-  MPI_Datatype add(MPI_Datatype t) {
-    owned_.push_back(t);
-    return t;
-  }
-  ~Types() {
-    for (MPI_Datatype &t : owned_) MPI_Type_free(&t);
-  }
-
- private:
-  std::vector<MPI_Datatype> owned_;
-};
-
-int count_of(const MPI_Status &st, MPI_Datatype type) {
-  int n = -1;
-  MPI_Get_count(&st, type, &n);
-  return n;
-}
 
 // The ways to complete one request (and a second, unrelated one beside it in the array
 // calls); afterwards the persistent request must still be there, inactive.
@@ -428,27 +398,16 @@ TEST_CASE("persistent requests with MPI_PROC_NULL and zero counts", "[persistent
 }
 
 int main(int argc, char **argv) {
-#if defined(P2P_REAL_GPU)
-  const char *limit = std::getenv("TEMPI_TEST_DEVICES");
-  tempi::tools::select_gpu_before_mpi_init(limit ? std::atoi(limit) : 0);
-#endif
+  select_test_gpu();
   MPI_Init(&argc, &argv);
   int size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-#if defined(P2P_REAL_GPU)
-  if (!tempi::gpu_backend().has_gpu()) {
-    if (g_rank == 0) std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one\n");
-    MPI_Finalize();
-    return 77;
-  }
-#endif
+  if (skipped_without_gpu()) return kSkipped;
   const int partner = g_rank ^ 1;
   g_peer = partner < size ? partner : MPI_PROC_NULL;
   MPI_Comm_split(MPI_COMM_WORLD, g_rank / 2, g_rank, &g_pair);
-  const int result = Catch::Session().run(argc, argv);
-  int worst = 0;
-  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  const int worst = run_catch_on_every_rank(argc, argv);
   MPI_Comm_free(&g_pair);
   MPI_Finalize();
   return worst;

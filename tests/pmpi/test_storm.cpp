@@ -25,10 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "p2p_main.hpp"
 #include "p2p_support.hpp"
-#if defined(P2P_REAL_GPU)
-#include "gpu_select.hpp"
-#endif
 
 using namespace p2p;
 
@@ -39,13 +37,6 @@ MPI_Comm g_pair = MPI_COMM_NULL;  // ranks 0 and 1 (barriers that ranks above 1 
 
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kDeadline{30};
-
-// An MPI call's result, checked without counting an assertion per call (polling loops).
-#define MPI_OK(call)                                                  \
-  do {                                                                \
-    const int mpi_ok_err_ = (call);                                   \
-    if (mpi_ok_err_ != MPI_SUCCESS) FAIL(#call " returned " << mpi_ok_err_); \
-  } while (0)
 
 // Ends the job when something that must happen did not happen in time: the peer is
 // then blocked in a call that cannot return, so failing this rank alone would hang.
@@ -101,21 +92,6 @@ class Watchdog {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-// Derived types made for one test case, freed at its end.
-class Types {
- public:
-  MPI_Datatype add(MPI_Datatype t) {
-    owned_.push_back(t);
-    return t;
-  }
-  ~Types() {
-    for (MPI_Datatype &t : owned_) MPI_Type_free(&t);
-  }
-
- private:
-  std::vector<MPI_Datatype> owned_;
-};
-
 // A status no call wrote: its fields match no real message.
 MPI_Status unwritten_status() {
   MPI_Status st{};
@@ -123,12 +99,6 @@ MPI_Status unwritten_status() {
   st.MPI_TAG = -77;
   st.MPI_ERROR = -77;
   return st;
-}
-
-int count_of(const MPI_Status &st, MPI_Datatype type) {
-  int n = -1;
-  MPI_Get_count(&st, type, &n);
-  return n;
 }
 
 bool cancelled(const MPI_Status &st) {
@@ -1001,27 +971,10 @@ TEST_CASE("a nonblocking send progresses while the sender is in a communicator-m
 }
 
 int main(int argc, char **argv) {
-#if defined(P2P_REAL_GPU)
-  // One GPU per rank where there are enough; TEMPI_TEST_DEVICES=1 makes ranks share one.
-  const char *limit = std::getenv("TEMPI_TEST_DEVICES");
-  tempi::tools::select_gpu_before_mpi_init(limit ? std::atoi(limit) : 0);
-#endif
-  // TEMPI_TEST_THREADS=1 asks for MPI_THREAD_MULTIPLE (the threads test case needs it).
-  const char *threads = std::getenv("TEMPI_TEST_THREADS");
-  if (threads && std::atoi(threads) != 0) {
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  } else {
-    MPI_Init(&argc, &argv);
-  }
+  select_test_gpu();
+  init_mpi_threads_on_request(argc, argv);
   g_rank = rank();
-#if defined(P2P_REAL_GPU)
-  if (!tempi::gpu_backend().has_gpu()) {
-    if (g_rank == 0) std::printf("SKIP: no usable GPU on this machine; the GPU suite needs one\n");
-    MPI_Finalize();
-    return 77;
-  }
-#endif
+  if (skipped_without_gpu()) return kSkipped;
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size < 2) {
@@ -1030,9 +983,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   MPI_Comm_split(MPI_COMM_WORLD, g_rank < 2 ? 0 : MPI_UNDEFINED, g_rank, &g_pair);
-  const int result = Catch::Session().run(argc, argv);
-  int worst = 0;
-  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  const int worst = run_catch_on_every_rank(argc, argv);
   if (g_pair != MPI_COMM_NULL) MPI_Comm_free(&g_pair);
   MPI_Finalize();
   return worst;

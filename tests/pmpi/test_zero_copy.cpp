@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -422,6 +423,21 @@ Moved expected(const std::vector<int> &ranks) {
   return m;
 }
 
+// One call on `send` and `recv`, run twice: by the MPI library on their host copies (the
+// reference), then through TEMPI on their buffers. `recv` must then hold what the
+// reference wrote, and `want` blocks must have moved by zero-copy.
+using Call = std::function<int(const void *send, void *recv)>;
+void check_against_library(Buf &send, Buf &recv, Moved want, const Call &reference, const Call &tested) {
+  std::vector<uint8_t> ref = recv.host;
+  REQUIRE(reference(send.host.data(), ref.data()) == MPI_SUCCESS);
+  const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
+  REQUIRE(tested(send.ptr, recv.ptr) == MPI_SUCCESS);
+  const Moved m = since(before);
+  CHECK(recv.contents() == ref);
+  CHECK(m.peer == want.peer);
+  CHECK(m.self == want.self);
+}
+
 int64_t extent_of(MPI_Datatype t) {
   MPI_Aint lb = 0, extent = 0;
   MPI_Type_get_extent(t, &lb, &extent);
@@ -438,54 +454,40 @@ TEST_CASE("calls with one count for every peer move their node blocks by zero-co
   const uint64_t seed = uint64_t(100 + g_rank);
   SECTION("MPI_Alltoall") {
     Buf send(true, ext * n, seed + 1), recv(true, dense * n, seed + 2);
-    std::vector<uint8_t> ref = recv.host;
-    REQUIRE(PMPI_Alltoall(send.host.data(), 1, t.strided, ref.data(), 1, t.dense, MPI_COMM_WORLD) == MPI_SUCCESS);
-    const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
-    REQUIRE(MPI_Alltoall(send.ptr, 1, t.strided, recv.ptr, 1, t.dense, MPI_COMM_WORLD) == MPI_SUCCESS);
-    const Moved m = since(before), e = expected(world);
-    CHECK(recv.contents() == ref);
+    check_against_library(
+        send, recv, expected(world),
+        [&](const void *s, void *r) { return PMPI_Alltoall(s, 1, t.strided, r, 1, t.dense, MPI_COMM_WORLD); },
+        [&](const void *s, void *r) { return MPI_Alltoall(s, 1, t.strided, r, 1, t.dense, MPI_COMM_WORLD); });
     CHECK(send.contents() == send.host);
-    CHECK(m.peer == e.peer);
-    CHECK(m.self == e.self);
   }
   SECTION("MPI_Allgather") {
     Buf send(true, ext, seed + 3), recv(true, dense * n, seed + 4);
-    std::vector<uint8_t> ref = recv.host;
-    REQUIRE(PMPI_Allgather(send.host.data(), 1, t.strided, ref.data(), 1, t.dense, MPI_COMM_WORLD) == MPI_SUCCESS);
-    const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
-    REQUIRE(MPI_Allgather(send.ptr, 1, t.strided, recv.ptr, 1, t.dense, MPI_COMM_WORLD) == MPI_SUCCESS);
-    const Moved m = since(before), e = expected(world);
-    CHECK(recv.contents() == ref);
-    CHECK(m.peer == e.peer);
-    CHECK(m.self == e.self);
+    check_against_library(
+        send, recv, expected(world),
+        [&](const void *s, void *r) { return PMPI_Allgather(s, 1, t.strided, r, 1, t.dense, MPI_COMM_WORLD); },
+        [&](const void *s, void *r) { return MPI_Allgather(s, 1, t.strided, r, 1, t.dense, MPI_COMM_WORLD); });
   }
   SECTION("MPI_Allgatherv, blocks in a shuffled order") {
     Buf send(true, ext, seed + 5), recv(true, dense * n + 64, seed + 6);
     std::vector<int> counts(n, 1), displs(n);
     for (int p = 0; p < g_size; ++p) displs[size_t(p)] = (p + 1) % g_size;  // in dense extents: a rotation
-    std::vector<uint8_t> ref = recv.host;
-    REQUIRE(PMPI_Allgatherv(send.host.data(), 1, t.strided, ref.data(), counts.data(), displs.data(), t.dense,
-                            MPI_COMM_WORLD) == MPI_SUCCESS);
-    const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
-    REQUIRE(MPI_Allgatherv(send.ptr, 1, t.strided, recv.ptr, counts.data(), displs.data(), t.dense,
-                           MPI_COMM_WORLD) == MPI_SUCCESS);
-    const Moved m = since(before), e = expected(world);
-    CHECK(recv.contents() == ref);
-    CHECK(m.peer == e.peer);
-    CHECK(m.self == e.self);
+    check_against_library(
+        send, recv, expected(world),
+        [&](const void *s, void *r) {
+          return PMPI_Allgatherv(s, 1, t.strided, r, counts.data(), displs.data(), t.dense, MPI_COMM_WORLD);
+        },
+        [&](const void *s, void *r) {
+          return MPI_Allgatherv(s, 1, t.strided, r, counts.data(), displs.data(), t.dense, MPI_COMM_WORLD);
+        });
   }
   SECTION("MPI_Allgather from host memory on rank 0: the others' blocks still move by zero-copy") {
     Buf send(g_rank != 0, ext, seed + 7), recv(true, dense * n, seed + 8);
-    std::vector<uint8_t> ref = recv.host;
-    REQUIRE(PMPI_Allgather(send.host.data(), 1, t.strided, ref.data(), 1, t.dense, MPI_COMM_WORLD) == MPI_SUCCESS);
-    const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
-    REQUIRE(MPI_Allgather(send.ptr, 1, t.strided, recv.ptr, 1, t.dense, MPI_COMM_WORLD) == MPI_SUCCESS);
     std::vector<int> gpu_senders;
     for (int p = 1; p < g_size; ++p) gpu_senders.push_back(p);
-    const Moved m = since(before), e = expected(gpu_senders);
-    CHECK(recv.contents() == ref);
-    CHECK(m.peer == e.peer);
-    CHECK(m.self == e.self);
+    check_against_library(
+        send, recv, expected(gpu_senders),
+        [&](const void *s, void *r) { return PMPI_Allgather(s, 1, t.strided, r, 1, t.dense, MPI_COMM_WORLD); },
+        [&](const void *s, void *r) { return MPI_Allgather(s, 1, t.strided, r, 1, t.dense, MPI_COMM_WORLD); });
   }
 }
 
@@ -503,41 +505,31 @@ TEST_CASE("neighbourhood calls with one count for every neighbour move their nod
   const uint64_t seed = uint64_t(300 + g_rank);
   SECTION("MPI_Neighbor_alltoall") {
     Buf send(true, ext * 2, seed + 1), recv(true, dense * 2, seed + 2);
-    std::vector<uint8_t> ref = recv.host;
-    REQUIRE(PMPI_Neighbor_alltoall(send.host.data(), 1, t.strided, ref.data(), 1, t.dense, ring) == MPI_SUCCESS);
-    const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
-    REQUIRE(MPI_Neighbor_alltoall(send.ptr, 1, t.strided, recv.ptr, 1, t.dense, ring) == MPI_SUCCESS);
     // A ring of 2 repeats its neighbour: MPICH pairs repeated neighbours' blocks in this
     // call unlike in its v-variant, so TEMPI leaves the call to the library (no zero-copy).
-    const Moved m = since(before), e = g_size > 2 ? expected(sources) : Moved{0, 0};
-    CHECK(recv.contents() == ref);
-    CHECK(m.peer == e.peer);
-    CHECK(m.self == e.self);
+    check_against_library(
+        send, recv, g_size > 2 ? expected(sources) : Moved{0, 0},
+        [&](const void *s, void *r) { return PMPI_Neighbor_alltoall(s, 1, t.strided, r, 1, t.dense, ring); },
+        [&](const void *s, void *r) { return MPI_Neighbor_alltoall(s, 1, t.strided, r, 1, t.dense, ring); });
   }
   SECTION("MPI_Neighbor_allgather") {
     Buf send(true, ext, seed + 3), recv(true, dense * 2, seed + 4);
-    std::vector<uint8_t> ref = recv.host;
-    REQUIRE(PMPI_Neighbor_allgather(send.host.data(), 1, t.strided, ref.data(), 1, t.dense, ring) == MPI_SUCCESS);
-    const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
-    REQUIRE(MPI_Neighbor_allgather(send.ptr, 1, t.strided, recv.ptr, 1, t.dense, ring) == MPI_SUCCESS);
-    const Moved m = since(before), e = expected(sources);
-    CHECK(recv.contents() == ref);
-    CHECK(m.peer == e.peer);
-    CHECK(m.self == e.self);
+    check_against_library(
+        send, recv, expected(sources),
+        [&](const void *s, void *r) { return PMPI_Neighbor_allgather(s, 1, t.strided, r, 1, t.dense, ring); },
+        [&](const void *s, void *r) { return MPI_Neighbor_allgather(s, 1, t.strided, r, 1, t.dense, ring); });
   }
   SECTION("MPI_Neighbor_allgatherv, blocks swapped") {
     Buf send(true, ext, seed + 5), recv(true, dense * 3, seed + 6);
     const int counts[2] = {1, 1}, displs[2] = {2, 0};  // in dense extents
-    std::vector<uint8_t> ref = recv.host;
-    REQUIRE(PMPI_Neighbor_allgatherv(send.host.data(), 1, t.strided, ref.data(), counts, displs, t.dense, ring) ==
-            MPI_SUCCESS);
-    const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
-    REQUIRE(MPI_Neighbor_allgatherv(send.ptr, 1, t.strided, recv.ptr, counts, displs, t.dense, ring) ==
-            MPI_SUCCESS);
-    const Moved m = since(before), e = expected(sources);
-    CHECK(recv.contents() == ref);
-    CHECK(m.peer == e.peer);
-    CHECK(m.self == e.self);
+    check_against_library(
+        send, recv, expected(sources),
+        [&](const void *s, void *r) {
+          return PMPI_Neighbor_allgatherv(s, 1, t.strided, r, counts, displs, t.dense, ring);
+        },
+        [&](const void *s, void *r) {
+          return MPI_Neighbor_allgatherv(s, 1, t.strided, r, counts, displs, t.dense, ring);
+        });
   }
   MPI_Comm_free(&ring);
 }

@@ -14,7 +14,6 @@
 
 #include <mpi.h>
 
-#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
@@ -27,6 +26,14 @@
 #if defined(P2P_REAL_GPU)
 #include <cuda_runtime_api.h>
 #endif
+
+// An MPI call's result, failing the test case with the call and its error code, without
+// counting an assertion per call (polling loops call it thousands of times).
+#define MPI_OK(call)                                                         \
+  do {                                                                       \
+    const int mpi_ok_err_ = (call);                                          \
+    if (mpi_ok_err_ != MPI_SUCCESS) FAIL(#call " returned " << mpi_ok_err_); \
+  } while (0)
 
 namespace p2p {
 
@@ -81,7 +88,13 @@ class Buf {
   size_t size() const { return bytes_; }
   Where where() const { return where_; }
 
-  void upload(const std::vector<char> &v) { REQUIRE(copy(ptr_, v.data(), std::min(v.size(), bytes_))); }
+  // Writes v at the start of the buffer. A v longer than the buffer is the test's own
+  // mistake: it fails, where copying all of it would overrun the buffer and copying what
+  // fits would hide it.
+  void upload(const std::vector<char> &v) {
+    REQUIRE(v.size() <= bytes_);
+    REQUIRE(copy(ptr_, v.data(), v.size()));
+  }
   void fill(char c) { upload(std::vector<char>(bytes_, c)); }
   std::vector<char> download() const {
     std::vector<char> v(bytes_);
@@ -89,7 +102,7 @@ class Buf {
     return v;
   }
   // For threads other than Catch's, whose assertion macros are not thread-safe.
-  bool upload_quietly(const std::vector<char> &v) { return copy(ptr_, v.data(), std::min(v.size(), bytes_)); }
+  bool upload_quietly(const std::vector<char> &v) { return v.size() <= bytes_ && copy(ptr_, v.data(), v.size()); }
   bool download_quietly(std::vector<char> &v) const {
     v.resize(bytes_);
     return copy(v.data(), ptr_, bytes_);
@@ -131,6 +144,28 @@ struct Layout {
     return s;
   }
 };
+
+// Derived types made for one test case, freed at its end.
+class Types {
+ public:
+  MPI_Datatype add(MPI_Datatype t) {
+    owned_.push_back(t);
+    return t;
+  }
+  ~Types() {
+    for (MPI_Datatype &t : owned_) MPI_Type_free(&t);
+  }
+
+ private:
+  std::vector<MPI_Datatype> owned_;
+};
+
+// How many elements of `type` a receive's status says arrived (MPI_Get_count).
+inline int count_of(const MPI_Status &st, MPI_Datatype type) {
+  int n = -1;
+  MPI_Get_count(&st, type, &n);
+  return n;
+}
 
 // Frees a derived layout's type (named types are left alone).
 inline void release(const Layout &l) {

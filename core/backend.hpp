@@ -150,7 +150,8 @@ class Backend {
   virtual void close_open() {}
   // The same for typed-to-typed moves (all on the current device, both sides GPU memory
   // it can reach): pairs whose plans are both strided share one launch that reads each
-  // source word and writes it to its place, the others go through their scratch.
+  // source word and writes it to its place, the others go through their scratch. On an
+  // error, no work of the call is left running (the caller may release every buffer).
   virtual Status move_async(const std::vector<PairJob> &jobs, Fence &done) = 0;
   // Whether the work before `f` finished (never blocks), and waiting for it. Each wait
   // that blocks is one synchronization (counted, see synchronizations()).

@@ -756,6 +756,15 @@ class CudaBackend final : public Backend {
     done = Fence{};
     cudaStream_t stream;
     TEMPI_TRY(thread_stream(stream));
+    const Status st = issue_pairs(jobs, stream, done);
+    // A failure after some launches: they may still read the sources and write the scratch,
+    // which a caller gives back at once on an error (and a zero-copy sender's buffer is
+    // released), so they finish first. The failure itself is what the caller reports.
+    if (st != Status::Ok) synchronize(stream);
+    return st;
+  }
+
+  Status issue_pairs(const std::vector<PairJob> &jobs, cudaStream_t stream, Fence &done) {
     auto fence = std::make_shared<CudaFence>();
     fence->device = current_device();
     std::vector<FusedPair> fused;

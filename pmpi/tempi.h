@@ -24,8 +24,11 @@ int TEMPIX_Set_method(const char *method);
 
 /* Zero-copy point-to-point between GPUs of one node on `comm` (docs/using.md, "Zero-copy
  * point-to-point", which gives the contract the application accepts): collective on `comm`,
- * every rank passing the same `enable`. *enabled (may be NULL) says whether it is on now:
- * off where TEMPI_IPC=off, a rank has no GPU, or `comm` is an intercommunicator. */
+ * every rank passing the same `enable`, when no point-to-point operation on `comm` is
+ * pending. *enabled (may be NULL) says whether it is on now: off where TEMPI_IPC=off, a rank
+ * has no GPU, or `comm` is an intercommunicator. Returns MPI_ERR_PENDING on every rank,
+ * leaving the setting as it was, where a rank has a GPU receive on `comm` from before the
+ * call (a persistent one included). */
 int TEMPIX_Comm_enable_zero_copy(MPI_Comm comm, int enable, int *enabled);
 
 #ifdef __cplusplus

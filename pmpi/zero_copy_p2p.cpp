@@ -689,12 +689,19 @@ std::vector<Control> read_heads(std::vector<Finishing> &batch, std::vector<bool>
       jobs.push_back({landing ? &landing[end] : &heads[i], batch[i].in->staging.ptr, sizeof(Control)});
     }
     const int previous = device >= 0 ? b.use_device(device) : -1;
-    const bool copied = b.copy_all(jobs) == Status::Ok;
+    const Status st = b.copy_all(jobs);
     if (previous >= 0) b.use_device(previous);
     for (; k < end; ++k) {
       const size_t i = on_device[k].second;
-      if (copied && landing) heads[i] = landing[k];
-      has_head[i] = copied;  // a failed copy: the message is taken for data, whose unpack reports the fault
+      if (st == Status::Ok) {
+        if (landing) heads[i] = landing[k];
+        has_head[i] = true;
+        continue;
+      }
+      // Unread, it could be a control message: never unpacked as data.
+      batch[i].in->finished = true;
+      batch[i].result = raise_error(batch[i].in->comm, error_class_of(st),
+                                    "reading a received message's head from device staging failed: %s", to_string(st));
     }
   }
   return heads;

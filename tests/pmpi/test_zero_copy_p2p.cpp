@@ -98,6 +98,13 @@ std::vector<uint8_t> expected(const std::vector<uint8_t> &send_shadow, MPI_Datat
   return recv_shadow;
 }
 
+// What receive buffer `r` (one of t.recv) must hold after one message of t.send from a peer
+// whose send buffer of `bytes` bytes was filled from `seed`.
+std::vector<uint8_t> received(const Types &t, size_t bytes, uint64_t seed, const Buf &r) {
+  Buf ref(false, bytes, seed);
+  return expected(ref.host, t.send, 1, r.host, t.recv, 1);
+}
+
 int type_size(MPI_Datatype t) {
   int s = 0;
   MPI_Type_size(t, &s);
@@ -408,8 +415,7 @@ TEST_CASE("a zero-copy send, then a host send with the same tag to the same rank
   MPI_Get_elements_x(&st[1], MPI_BYTE, &n1);
   CHECK(n0 == packed);
   CHECK(n1 == 16);
-  Buf ref(false, s.bytes, 600 + uint64_t(peer));
-  CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+  CHECK(r.contents() == received(t, s.bytes, 600 + uint64_t(peer), r));
   std::vector<uint8_t> want(16);
   for (size_t i = 0; i < want.size(); ++i) want[i] = byte_at(630 + uint64_t(peer), i);
   CHECK(r16.contents() == want);
@@ -461,8 +467,7 @@ TEST_CASE("a probe that finds a zero-copy message is said and counted (the contr
   CHECK(tempi::p2p_counts().probed_controls - before == (zc ? 1u : 0u));
   REQUIRE(MPI_Recv(r.ptr, 1, t.recv, peer, 71, g_zc, MPI_STATUS_IGNORE) == MPI_SUCCESS);
   REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
-  Buf ref(false, s.bytes, 650 + uint64_t(peer));
-  CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+  CHECK(r.contents() == received(t, s.bytes, 650 + uint64_t(peer), r));
 }
 
 TEST_CASE("send buffers freed and allocated again between messages") {
@@ -478,8 +483,7 @@ TEST_CASE("send buffers freed and allocated again between messages") {
     MPI_Irecv(r.ptr, 1, t.recv, peer, 20, g_zc, &req[0]);
     MPI_Isend(s.ptr, 1, t.send, peer, 20, g_zc, &req[1]);
     REQUIRE(MPI_Waitall(2, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
-    Buf ref(false, s.bytes, 300 + round * 10 + uint64_t(peer));
-    CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+    CHECK(r.contents() == received(t, s.bytes, 300 + round * 10 + uint64_t(peer), r));
   }
 }
 
@@ -607,8 +611,7 @@ TEST_CASE("receives stage where the message they expect lands: a control message
     CHECK(st.MPI_SOURCE == partner);
     CHECK(after.staged_for_control - before.staged_for_control == uint64_t(guesses && staged_for_control));
     CHECK(after.reads - before.reads == uint64_t(on && by_isend && zero_copy_expected(partner, packed)));
-    Buf ref(false, s.bytes, 700 + uint64_t(partner));
-    CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+    CHECK(r.contents() == received(t, s.bytes, 700 + uint64_t(partner), r));
   };
   exchange(peer, true, false, true);    // no message yet: a control message expected, and right
   exchange(peer, false, false, true);   // expected, but data came (into host staging)
@@ -651,8 +654,7 @@ TEST_CASE("switching zero-copy on a communicator while a message on another one 
   REQUIRE(TEMPIX_Comm_enable_zero_copy(other, 0, &on) == MPI_SUCCESS);
   CHECK(on == 0);
   if (paired && g_rank % 2 == 0) {
-    Buf ref(false, s.bytes, 1100 + uint64_t(peer));
-    CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+    CHECK(r.contents() == received(t, s.bytes, 1100 + uint64_t(peer), r));
   }
   MPI_Comm_free(&other);
 }
@@ -686,8 +688,7 @@ TEST_CASE("switching zero-copy on is refused while a receive from before it is p
     if (paired && g_rank % 2 == 1) MPI_Isend(s.ptr, 1, t.send, peer, 72, comm, &req);  // the pack path
     REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
     if (paired && g_rank % 2 == 0) {
-      Buf ref(false, s.bytes, 1200 + uint64_t(peer));
-      CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+      CHECK(r.contents() == received(t, s.bytes, 1200 + uint64_t(peer), r));
     }
     MPI_Request persistent = MPI_REQUEST_NULL;
     if (paired && g_rank % 2 == 0) MPI_Recv_init(r.ptr, 1, t.recv, peer, 73, comm, &persistent);
@@ -731,8 +732,7 @@ TEST_CASE("MPI_Request_get_status of a persistent receive that got a zero-copy m
     CHECK(count == packed / 4);
     CHECK(late.MPI_SOURCE == peer);
     REQUIRE(MPI_Wait(&sreq, MPI_STATUS_IGNORE) == MPI_SUCCESS);
-    Buf ref(false, s.bytes, 1300 + uint64_t(peer));
-    CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+    CHECK(r.contents() == received(t, s.bytes, 1300 + uint64_t(peer), r));
   }
   MPI_Request_free(&rreq);
 }
@@ -751,8 +751,7 @@ TEST_CASE("the send buffer's contents land on the legacy default stream after th
   REQUIRE(copy_on_default_stream_after(s.ptr, fresh.ptr, s.bytes, 20.0));
   MPI_Isend(s.ptr, 1, t.send, peer, 30, g_zc, &req[1]);
   REQUIRE(MPI_Waitall(2, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
-  Buf ref(false, s.bytes, 800 + uint64_t(peer));
-  CHECK(r.contents() == expected(ref.host, t.send, 1, r.host, t.recv, 1));
+  CHECK(r.contents() == received(t, s.bytes, 800 + uint64_t(peer), r));
 }
 #endif
 

@@ -232,7 +232,8 @@ std::list<std::shared_ptr<Flight>> g_queue;
 std::atomic<size_t> g_unposted{0};
 // Held from taking sends out of g_queue until they are posted, so that two threads posting
 // never reorder one thread's sends (MPI's non-overtaking rule), whichever thread takes them.
-std::mutex g_post_mutex;
+// Recursive: an error handler that raise_error runs meanwhile may make MPI calls that post.
+std::recursive_mutex g_post_mutex;
 
 std::mutex g_mutex;  // g_flights; p2p_progress runs on one thread at a time
 std::list<std::shared_ptr<Flight>> g_flights;
@@ -516,7 +517,7 @@ bool p2p_isend(IsendFn post, const char *call, const void *buf, int count, const
 bool p2p_queued() { return g_unposted.load(std::memory_order_acquire) > 0; }
 
 void p2p_post_queued(MPI_Comm comm, int dest) {
-  std::lock_guard<std::mutex> posting(g_post_mutex);
+  std::unique_lock<std::recursive_mutex> posting(g_post_mutex);
   std::vector<std::shared_ptr<Flight>> ready;
   {
     std::lock_guard<std::mutex> lock(g_queue_mutex);
@@ -540,16 +541,21 @@ void p2p_post_queued(MPI_Comm comm, int dest) {
     waited.emplace_back(f->device, b.wait_default_stream());
     if (previous >= 0) b.use_device(previous);
   }
+  // Sends that end without a control message in flight (cancelled, or failed: the wait's
+  // status), finished after the lock is let go, since raising an error runs the
+  // application's error handler, which may make MPI calls.
+  std::vector<std::pair<std::shared_ptr<Flight>, Status>> ended;
   for (auto &f : ready) {
     P2pEntry &e = board_of(*f->share, my_node_rank(*f->share))[f->entry];
     const Status st = std::find_if(waited.begin(), waited.end(), [&](const auto &w) { return w.first == f->device; })->second;
-    if (f->cancel.exchange(false)) {  // MPI_Cancel before it was posted
+    if (f->cancel.exchange(false)) {  // MPI_Cancel before it was posted: no error to report
       give_entry(e);
       PMPI_Status_set_cancelled(&f->status, 1);
-    } else if (st != Status::Ok) {
+      ended.emplace_back(std::move(f), Status::Ok);
+      continue;
+    }
+    if (st != Status::Ok) {
       give_entry(e);
-      f->error = raise_error(f->comm, error_class_of(st), "waiting for the GPU's default stream failed: %s",
-                             to_string(st));
     } else {
       e.state.store(1, std::memory_order_release);
       const int err = f->post(&f->control, kControlBytes, MPI_BYTE, f->dest, f->tag, f->comm, &f->inner);
@@ -560,12 +566,19 @@ void p2p_post_queued(MPI_Comm comm, int dest) {
       give_entry(e);
       f->error = err;
     }
-    std::lock_guard<std::mutex> lock(g_mutex);  // finished without a control message in flight
+    ended.emplace_back(std::move(f), st);
+  }
+  g_unposted.fetch_sub(taken, std::memory_order_acq_rel);  // after add_flight: p2p_in_flight never sees a gap
+  posting.unlock();
+  for (auto &[f, st] : ended) {
+    if (st != Status::Ok && f->error == MPI_SUCCESS)
+      f->error = raise_error(f->comm, error_class_of(st), "waiting for the GPU's default stream failed: %s",
+                             to_string(st));
+    std::lock_guard<std::mutex> lock(g_mutex);
     f->done = true;
     if (f->error != MPI_SUCCESS) ++g_failures;
     PMPI_Grequest_complete(f->outer);
   }
-  g_unposted.fetch_sub(taken, std::memory_order_acq_rel);  // after add_flight: p2p_in_flight never sees a gap
 }
 
 // ---- Receives ------------------------------------------------------------------------------

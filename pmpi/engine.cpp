@@ -60,6 +60,9 @@ void Engine::add(std::shared_ptr<DeferredSend> s) {
 // Issues every queued pack: one backend call per GPU, so that they launch together.
 void Engine::issue_locked() {
   if (queued_.empty()) return;
+  // The packs run on this thread's stream, which does not follow another thread's deferred
+  // MPI_Pack or MPI_Unpack (TEMPI_DEFER_PACK) that may have written a send buffer.
+  settle_other_threads();
   Backend &b = gpu_backend();
   std::vector<std::shared_ptr<DeferredSend>> batch;
   batch.swap(queued_);

@@ -346,6 +346,9 @@ int finish_recv_early(Incoming &in, MPI_Status &status) {
 }
 
 int finish_recvs(std::vector<Finishing> &batch) {
+  // The unpacks run on this thread's stream, which does not follow another thread's deferred
+  // MPI_Unpack into the same buffer (TEMPI_DEFER_PACK) that came before the receive.
+  settle_other_threads();
   for (Finishing &f : batch)
     if (f.in->early) f.result = replay_early(*f.in, f.status);  // finished already, so skipped below
   // Zero-copy messages first: they are read straight into the user's buffers.
@@ -377,6 +380,7 @@ int finish_recvs(std::vector<Finishing> &batch) {
   int first = MPI_SUCCESS;
   for (Finishing &f : batch) {
     Incoming &in = *f.in;
+    if (in.finished) continue;  // its result stands (reported below)
     if (in.after == Incoming::After::CopyBack) {
       f.result = finish_recv(in, f.status, f.err);
       if (first == MPI_SUCCESS) first = f.result;

@@ -29,7 +29,10 @@ bool ours(const void *a, const void *b = nullptr) { return active() && (gpu_data
 // A blocking exchange collective: also on host buffers where peers may use zero-copy
 // (zero_copy.hpp: every rank of the call takes part in its protocol).
 bool ours_exchange(const void *a, const void *b, MPI_Comm comm) {
-  return ours(a, b) || (active() && zero_copy_participates(comm));
+  // Asked first, at every rank alike: the first time on a communicator it is collective
+  // (its node share is made then), whatever each rank's buffers are.
+  if (!active()) return false;
+  return zero_copy_participates(comm) || ours(a, b);
 }
 
 #if MPI_VERSION >= 4
@@ -379,12 +382,12 @@ int TEMPI_WRAPPER(MPI_Reduce_local)(const void *inbuf, void *inoutbuf, int count
 // buffers too: a persistent collective matches only persistent collectives, so every rank
 // of one must make the same kind of call, and a rank cannot know whether its peers' buffers
 // are GPU memory. `info` carries hints for the library's own persistent call, which TEMPI
-// does not make. Not zero-copy.
+// does not make. Zero-copy pairs are agreed at init (ZeroCopyPersistent, zero_copy.hpp).
 #if MPI_VERSION >= 4
 
 int TEMPI_WRAPPER(MPI_Bcast_init)(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Info info,
                                   MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Bcast_init)(buf, count, type, root, comm, info, request);
   Issue::Init init;
@@ -394,7 +397,7 @@ int TEMPI_WRAPPER(MPI_Bcast_init)(void *buf, int count, MPI_Datatype type, int r
 
 int TEMPI_WRAPPER(MPI_Gather_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                    MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Gather_init)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, request);
   Issue::Init init;
@@ -406,7 +409,7 @@ int TEMPI_WRAPPER(MPI_Gather_init)(const void *sbuf, int scount, MPI_Datatype st
 int TEMPI_WRAPPER(MPI_Gatherv_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
                                     const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Info info,
                                     MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Gatherv_init)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, info, request);
   Issue::Init init;
@@ -417,7 +420,7 @@ int TEMPI_WRAPPER(MPI_Gatherv_init)(const void *sbuf, int scount, MPI_Datatype s
 
 int TEMPI_WRAPPER(MPI_Scatter_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                     MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Scatter_init)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, request);
   Issue::Init init;
@@ -429,7 +432,7 @@ int TEMPI_WRAPPER(MPI_Scatter_init)(const void *sbuf, int scount, MPI_Datatype s
 int TEMPI_WRAPPER(MPI_Scatterv_init)(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
                                      void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Info info,
                                      MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Scatterv_init)(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, info, request);
   Issue::Init init;
@@ -440,7 +443,7 @@ int TEMPI_WRAPPER(MPI_Scatterv_init)(const void *sbuf, const int scounts[], cons
 
 int TEMPI_WRAPPER(MPI_Allgather_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                       MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Allgather_init)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, request);
   Issue::Init init;
@@ -452,7 +455,7 @@ int TEMPI_WRAPPER(MPI_Allgather_init)(const void *sbuf, int scount, MPI_Datatype
 int TEMPI_WRAPPER(MPI_Allgatherv_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                                        const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm,
                                        MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Allgatherv_init)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, info, request);
   Issue::Init init;
@@ -463,7 +466,7 @@ int TEMPI_WRAPPER(MPI_Allgatherv_init)(const void *sbuf, int scount, MPI_Datatyp
 
 int TEMPI_WRAPPER(MPI_Alltoall_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                      MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Alltoall_init)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, request);
   Issue::Init init;
@@ -475,7 +478,7 @@ int TEMPI_WRAPPER(MPI_Alltoall_init)(const void *sbuf, int scount, MPI_Datatype 
 int TEMPI_WRAPPER(MPI_Alltoallv_init)(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
                                       void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                                       MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Alltoallv_init)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info,
                                           request);
@@ -488,7 +491,7 @@ int TEMPI_WRAPPER(MPI_Alltoallv_init)(const void *sbuf, const int scounts[], con
 int TEMPI_WRAPPER(MPI_Alltoallw_init)(const void *sbuf, const int scounts[], const int sdispls[],
                                       const MPI_Datatype stypes[], void *rbuf, const int rcounts[], const int rdispls[],
                                       const MPI_Datatype rtypes[], MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Alltoallw_init)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info,
                                           request);
@@ -500,7 +503,7 @@ int TEMPI_WRAPPER(MPI_Alltoallw_init)(const void *sbuf, const int scounts[], con
 
 int TEMPI_WRAPPER(MPI_Neighbor_allgather_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                                MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, true))
     return TEMPI_NEXT(MPI_Neighbor_allgather_init)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, request);
   Issue::Init init;
@@ -512,7 +515,7 @@ int TEMPI_WRAPPER(MPI_Neighbor_allgather_init)(const void *sbuf, int scount, MPI
 int TEMPI_WRAPPER(MPI_Neighbor_allgatherv_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                                                 const int rcounts[], const int displs[], MPI_Datatype rtype,
                                                 MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, true))
     return TEMPI_NEXT(MPI_Neighbor_allgatherv_init)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, info,
                                                     request);
@@ -524,7 +527,7 @@ int TEMPI_WRAPPER(MPI_Neighbor_allgatherv_init)(const void *sbuf, int scount, MP
 
 int TEMPI_WRAPPER(MPI_Neighbor_alltoall_init)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                                               MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, true))
     return TEMPI_NEXT(MPI_Neighbor_alltoall_init)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, request);
   Issue::Init init;
@@ -536,7 +539,7 @@ int TEMPI_WRAPPER(MPI_Neighbor_alltoall_init)(const void *sbuf, int scount, MPI_
 int TEMPI_WRAPPER(MPI_Neighbor_alltoallv_init)(const void *sbuf, const int scounts[], const int sdispls[],
                                                MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
                                                MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, true))
     return TEMPI_NEXT(MPI_Neighbor_alltoallv_init)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm,
                                                    info, request);
@@ -550,7 +553,7 @@ int TEMPI_WRAPPER(MPI_Neighbor_alltoallw_init)(const void *sbuf, const int scoun
                                                const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
                                                const MPI_Aint rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
                                                MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, true))
     return TEMPI_NEXT(MPI_Neighbor_alltoallw_init)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm,
                                                    info, request);
@@ -562,7 +565,7 @@ int TEMPI_WRAPPER(MPI_Neighbor_alltoallw_init)(const void *sbuf, const int scoun
 
 int TEMPI_WRAPPER(MPI_Reduce_init)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                                    MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Reduce_init)(sbuf, rbuf, count, type, op, root, comm, info, request);
   Issue::Init init;
@@ -572,7 +575,7 @@ int TEMPI_WRAPPER(MPI_Reduce_init)(const void *sbuf, void *rbuf, int count, MPI_
 
 int TEMPI_WRAPPER(MPI_Allreduce_init)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                                       MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Allreduce_init)(sbuf, rbuf, count, type, op, comm, info, request);
   Issue::Init init;
@@ -582,7 +585,7 @@ int TEMPI_WRAPPER(MPI_Allreduce_init)(const void *sbuf, void *rbuf, int count, M
 
 int TEMPI_WRAPPER(MPI_Reduce_scatter_init)(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
                                            MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Reduce_scatter_init)(sbuf, rbuf, rcounts, type, op, comm, info, request);
   Issue::Init init;
@@ -593,7 +596,7 @@ int TEMPI_WRAPPER(MPI_Reduce_scatter_init)(const void *sbuf, void *rbuf, const i
 
 int TEMPI_WRAPPER(MPI_Reduce_scatter_block_init)(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op op,
                                                  MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Reduce_scatter_block_init)(sbuf, rbuf, rcount, type, op, comm, info, request);
   Issue::Init init;
@@ -604,7 +607,7 @@ int TEMPI_WRAPPER(MPI_Reduce_scatter_block_init)(const void *sbuf, void *rbuf, i
 
 int TEMPI_WRAPPER(MPI_Scan_init)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                                  MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Scan_init)(sbuf, rbuf, count, type, op, comm, info, request);
   Issue::Init init;
@@ -614,7 +617,7 @@ int TEMPI_WRAPPER(MPI_Scan_init)(const void *sbuf, void *rbuf, int count, MPI_Da
 
 int TEMPI_WRAPPER(MPI_Exscan_init)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                                    MPI_Info info, MPI_Request *request) {
-  engine().poll();
+  flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Exscan_init)(sbuf, rbuf, count, type, op, comm, info, request);
   Issue::Init init;

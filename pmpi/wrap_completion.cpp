@@ -210,6 +210,12 @@ MPI_Status *statuses_for(MPI_Status *user, int n, std::vector<MPI_Status> &local
 
 // This request's error in a call that returned `err`.
 int error_of(int err, const MPI_Status &st) { return err == MPI_ERR_IN_STATUS ? st.MPI_ERROR : err; }
+// A request's error after MPI_Waitall or MPI_Testall: where the call failed as a whole (not
+// MPI_ERR_IN_STATUS), the library completed nothing, so a persistent request stays active
+// (MPI_ERR_PENDING); requests the library did free are still seen as complete by their handle.
+int all_error_of(int err, const MPI_Status &st) {
+  return err == MPI_SUCCESS || err == MPI_ERR_IN_STATUS ? error_of(err, st) : MPI_ERR_PENDING;
+}
 
 int first_error(int mpi_err, int tempi_err) { return mpi_err != MPI_SUCCESS ? mpi_err : tempi_err; }
 
@@ -280,7 +286,7 @@ int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status st
     done = flag;
     return e;
   });
-  for (int i = 0; i < count; ++i) c.completed(i, &st[i], error_of(err, st[i]));
+  for (int i = 0; i < count; ++i) c.completed(i, &st[i], all_error_of(err, st[i]));
   return finish_multi(c, err, st, count, statuses == MPI_STATUSES_IGNORE);
 }
 
@@ -292,7 +298,7 @@ int TEMPI_WRAPPER(MPI_Testall)(int count, MPI_Request requests_[], int *flag, MP
   MPI_Status *st = statuses_for(statuses, count, local);
   const int err = TEMPI_NEXT(MPI_Testall)(count, c.actual(), flag, st);
   if (*flag || err != MPI_SUCCESS)
-    for (int i = 0; i < count; ++i) c.completed(i, &st[i], error_of(err, st[i]));
+    for (int i = 0; i < count; ++i) c.completed(i, &st[i], all_error_of(err, st[i]));
   return finish_multi(c, err, st, count, statuses == MPI_STATUSES_IGNORE);
 }
 

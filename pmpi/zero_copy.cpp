@@ -174,7 +174,8 @@ class Mappings {
     }
     ++opened_;
     list_.push_front({pid, h.buffer_id, *base, h.base, uint64_t(h.size), pin ? 1 : 0});
-    for (auto it = list_.end(); list_.size() > kMax && it != list_.begin();) {
+    // Never the one just opened (the caller reads through it), even where kMax others are pinned.
+    for (auto it = list_.end(); list_.size() > kMax && it != std::next(list_.begin());) {
       --it;
       if (it->pins) continue;
       gpu_backend().ipc_close(it->base);

@@ -18,6 +18,7 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -246,6 +247,30 @@ TEST_CASE("host and GPU buffers mixed across ranks and sides", "[zero-copy]") {
   if (ipc_on() && g_rank != 1)
     for (int p = 1; p < g_size; ++p) expect += p != g_rank && same_node(p);
   CHECK(tempi::zero_copy_counts().peer_blocks - before.peer_blocks == uint64_t(expect));
+}
+
+// The first exchange collective on a communicator makes its node share (collective) at every
+// rank alike, whatever each rank's buffers: here an in-place MPI_Allgather, rank 0's receive
+// buffer on the GPU and the others' in host memory, must stay one MPI_Allgather everywhere.
+TEST_CASE("the first call on a communicator: in place, GPU memory at one rank only", "[zero-copy]") {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  constexpr int kInts = 96;
+  const size_t bytes = size_t(kInts) * 4 * size_t(g_size);
+  Buf all(g_rank == 0, bytes, 17);
+  std::vector<uint8_t> want = all.host;  // every rank's block holds that rank's own bytes
+  for (int p = 0; p < g_size; ++p)
+    for (size_t i = 0; i < size_t(kInts) * 4; ++i) want[size_t(p) * kInts * 4 + i] = byte_at(19 + uint64_t(p), i);
+  std::vector<uint8_t> mine(want.begin() + std::ptrdiff_t(size_t(g_rank) * kInts * 4),
+                            want.begin() + std::ptrdiff_t(size_t(g_rank + 1) * kInts * 4));
+  // This rank's own block in place, uploaded whole where the buffer is on the GPU.
+  std::vector<uint8_t> start = all.host;
+  std::copy(mine.begin(), mine.end(), start.begin() + std::ptrdiff_t(size_t(g_rank) * kInts * 4));
+  if (all.gpu) REQUIRE(tempi::gpu_backend().copy(all.ptr, start.data(), start.size()) == tempi::Status::Ok);
+  else std::memcpy(all.ptr, start.data(), start.size());
+  REQUIRE(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.ptr, kInts, MPI_INT, comm) == MPI_SUCCESS);
+  CHECK(all.contents() == want);
+  MPI_Comm_free(&comm);
 }
 
 TEST_CASE("MPI_Alltoallv of a strided type between GPU buffers", "[zero-copy]") {

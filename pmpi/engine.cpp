@@ -26,8 +26,12 @@ int query_send(void *, MPI_Status *status) {
   return MPI_SUCCESS;
 }
 int free_send(void *) { return MPI_SUCCESS; }
-// Sends cannot be cancelled once TEMPI took them: the send completes normally, which MPI allows.
-int cancel_send(void *, int) { return MPI_SUCCESS; }
+// MPI_Cancel of the generalized request (`extra` is the DeferredSend, alive while the
+// request is tracked): see Engine::cancel.
+int cancel_send(void *extra, int complete) {
+  if (!complete) engine().cancel(*static_cast<DeferredSend *>(extra));
+  return MPI_SUCCESS;
+}
 
 bool same_comm(MPI_Comm a, MPI_Comm b) {
   if (a == b) return true;
@@ -36,6 +40,11 @@ bool same_comm(MPI_Comm a, MPI_Comm b) {
 }
 
 void post(DeferredSend &s) {
+  if (s.cancel) {
+    s.state = DeferredSend::State::Cancelled;
+    s.packed = Fence{};
+    return;
+  }
   const int err = s.post(s.out.buf, s.out.count, s.out.type, s.dest, s.tag, s.comm, &s.inner);
   if (err == MPI_SUCCESS) {
     s.state = DeferredSend::State::Posted;
@@ -160,6 +169,12 @@ void Engine::before_queued_send(MPI_Comm comm, int dest) {
   if (earlier) flush();
 }
 
+void Engine::cancel(DeferredSend &s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (s.state == DeferredSend::State::Queued || s.state == DeferredSend::State::Packing) s.cancel = true;
+  else if (s.state == DeferredSend::State::Posted) PMPI_Cancel(&s.inner);
+}
+
 Engine &engine() {
   static Engine *e = new Engine;  // immortal: requests may be finished during exit
   return *e;
@@ -168,10 +183,10 @@ Engine &engine() {
 int start_deferred_send(IsendFn post_fn, const char *call, const void *buf, SendPlan &sp, Outgoing &out, int dest,
                         int tag, MPI_Comm comm, MPI_Request *request) {
   if (p2p_queued()) p2p_post_queued(comm, dest);  // earlier zero-copy sends to dest go first
-  MPI_Request outer = MPI_REQUEST_NULL;
-  if (const int err = PMPI_Grequest_start(query_send, free_send, cancel_send, nullptr, &outer))
-    return raise_error(comm, err, "%s: cannot create the request for a GPU send", call);
   auto s = std::make_shared<DeferredSend>();
+  MPI_Request outer = MPI_REQUEST_NULL;
+  if (const int err = PMPI_Grequest_start(query_send, free_send, cancel_send, s.get(), &outer))
+    return raise_error(comm, err, "%s: cannot create the request for a GPU send", call);
   s->post = post_fn;
   s->call = call;
   s->dest = dest;

@@ -32,7 +32,7 @@ using IsendFn = int (*)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI
 
 // A nonblocking send of GPU data, from the application's call until its message is posted.
 struct DeferredSend {
-  enum class State { Queued, Packing, Posted, Failed };
+  enum class State { Queued, Packing, Posted, Failed, Cancelled };
   State state = State::Queued;
   IsendFn post = nullptr;  // the next layer's MPI_Isend, MPI_Issend, MPI_Ibsend or MPI_Irsend
   const char *call = "";
@@ -47,6 +47,7 @@ struct DeferredSend {
   Fence packed;                        // the end of the pack, once issued
   MPI_Request inner = MPI_REQUEST_NULL;  // the library's request, once posted
   int error = MPI_SUCCESS;               // why posting failed (state Failed)
+  bool cancel = false;                   // MPI_Cancel before it was posted: it never is (engine mutex)
 };
 
 class Engine {
@@ -65,6 +66,9 @@ class Engine {
   // be posted (zero_copy_p2p.cpp): only the engine's earlier sends to (comm, dest) are posted
   // now, since the queue posts its own in order.
   void before_queued_send(MPI_Comm comm, int dest);
+  // MPI_Cancel of the application's request: a send not posted yet never is (state
+  // Cancelled); a posted one asks the library to cancel its request.
+  void cancel(DeferredSend &s);
 
  private:
   void issue_locked();

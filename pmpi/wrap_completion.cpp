@@ -137,6 +137,7 @@ class Completion {
       if (!e.done || !e.pending->send) continue;
       int err = MPI_SUCCESS;
       posted_request(*e.pending->send, err);
+      if (e.pending->send->state == DeferredSend::State::Cancelled) PMPI_Status_set_cancelled(e.status, 1);
       if (err != MPI_SUCCESS) {
         e.status->MPI_ERROR = err;
         if (first == MPI_SUCCESS) first = err;
@@ -414,7 +415,7 @@ int TEMPI_WRAPPER(MPI_Request_free)(MPI_Request *request) {
 
 // MPI_Cancel needs no wrapper: a receive's request is the MPI library's own, and the
 // completion that follows a cancel skips the unpack (finish_recv checks
-// MPI_Test_cancelled); a deferred send's generalized request ignores the cancel (the
-// send completes normally, which MPI allows).
+// MPI_Test_cancelled); a deferred send's generalized request passes the cancel to the engine
+// (Engine::cancel: a send not posted yet never is, a posted one is the library's to cancel).
 
 }  // extern "C"

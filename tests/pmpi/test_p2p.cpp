@@ -740,6 +740,38 @@ TEST_CASE("cancel, request free and request get status", "[p2p][completion]") {
   release(l);
 }
 
+#if !defined(P2P_HOST_BUFFERS)
+// A nonblocking GPU send that TEMPI still holds (its message not posted: the next call that
+// posts sends has not come) is cancelled for good: MPI_Wait returns at once, the status says
+// cancelled, and the peer never sees the message. (Host sends are the library's to cancel,
+// and with TEMPI_EAGER_SENDS a send is posted before MPI_Isend returns.)
+TEST_CASE("MPI_Cancel of a GPU send TEMPI still holds", "[p2p][completion]") {
+  const int me = rank();
+  if (me > 1 || std::getenv("TEMPI_EAGER_SENDS")) return;
+  const Layout l{vector2d(), 1};
+  if (me == 0) {
+    Buf s(Where::Gpu, l.span());
+    s.upload(pattern(l.span(), 311));
+    MPI_Request req;
+    REQUIRE(MPI_Isend(s.get(), 1, l.type, 1, 311, MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+    REQUIRE(MPI_Cancel(&req) == MPI_SUCCESS);
+    MPI_Status st;
+    REQUIRE(MPI_Wait(&req, &st) == MPI_SUCCESS);
+    int cancelled = 0;
+    MPI_Test_cancelled(&st, &cancelled);
+    CHECK(cancelled == 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (me == 1) {
+    int pending = 1;
+    MPI_Iprobe(0, 311, MPI_COMM_WORLD, &pending, MPI_STATUS_IGNORE);
+    CHECK(pending == 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  release(l);
+}
+#endif
+
 TEST_CASE("threads exchange at once under MPI_THREAD_MULTIPLE", "[p2p][threads]") {
   int provided = 0;
   MPI_Query_thread(&provided);

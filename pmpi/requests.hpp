@@ -33,6 +33,9 @@ struct Pending {
   // own persistent request, and the entry stays in the table across completions until
   // MPI_Request_free (`in` is the receive's unpack, `out` the send's staging).
   std::shared_ptr<PersistentOp> persistent;
+  // What a library call in flight still reads: the arrays of a persistent collective freed
+  // while active (its start runs on as a detached nonblocking collective).
+  std::shared_ptr<const void> in_flight_arrays;
 };
 
 class RequestTable {

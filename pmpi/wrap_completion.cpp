@@ -400,6 +400,7 @@ int TEMPI_WRAPPER(MPI_Request_free)(MPI_Request *request) {
     // later as a nonblocking collective (its library request, detached).
     if (p->persistent->active) {
       const MPI_Request library = p->persistent->library;
+      p->in_flight_arrays = p->persistent->arrays;  // the library's call may still read them
       p->persistent.reset();
       requests().detach(library, std::move(p));
     }

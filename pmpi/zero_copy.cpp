@@ -463,11 +463,16 @@ std::shared_ptr<NodeShare> make_share(MPI_Comm comm) {
   for (int i = 0; i < n; ++i) share->node_of[size_t(in_comm[size_t(i)])] = i;
 
   void *base = nullptr;
-  if (PMPI_Win_allocate_shared(MPI_Aint(sizeof(Segment)), 1, MPI_INFO_NULL, node, &base, &share->win) !=
-      MPI_SUCCESS) {
-    TEMPI_LOG(Warn, "zero-copy: no shared memory window on this node; collectives use the pack path");
-    share->win = MPI_WIN_NULL;
-    return nullptr;  // every rank of the node fails alike: the call is collective
+  int windows = PMPI_Win_allocate_shared(MPI_Aint(sizeof(Segment)), 1, MPI_INFO_NULL, node, &base, &share->win) ==
+                MPI_SUCCESS;
+  if (!windows) share->win = MPI_WIN_NULL;
+  // Every node must have its window, or no rank takes part: the ranks of one call must all
+  // run it as zero-copy or all not (a one-count call becomes a v-call only where they do).
+  if (PMPI_Allreduce(MPI_IN_PLACE, &windows, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !windows) {
+    TEMPI_LOG(Warn, "zero-copy: no shared memory window on a node of this communicator; it uses the pack path");
+    if (share->win != MPI_WIN_NULL) PMPI_Win_free(&share->win);
+    PMPI_Comm_free(&share->node);
+    return nullptr;
   }
   share->segments.resize(size_t(n));
   share->last_was_control.reset(new std::atomic<bool>[size_t(n) + 1]);

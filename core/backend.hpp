@@ -157,6 +157,12 @@ class Backend {
   // that blocks is one synchronization (counted, see synchronizations()).
   virtual bool query(const Fence &f) = 0;
   virtual Status wait(const Fence &f) = 0;
+  // query for a caller that polls until the work is done: `finished` is also true where the
+  // work failed, and the status says how (never blocks, counts no synchronization).
+  virtual Status poll(const Fence &f, bool &finished) {
+    finished = query(f);
+    return Status::Ok;
+  }
   // How many times this process waited for the GPU (all synchronizing calls).
   virtual uint64_t synchronizations() = 0;
   // Waits for the work the application left on the legacy default stream of the current

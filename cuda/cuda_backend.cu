@@ -443,6 +443,20 @@ class CudaBackend final : public Backend {
     return err == cudaSuccess;
   }
 
+  Status poll(const Fence &f, bool &finished) override {
+    finished = true;
+    if (!f) return Status::Ok;
+    const CudaFence &fence = *static_cast<CudaFence *>(f.state.get());
+    ::tempi::close_open(fence.open);
+    const cudaError_t err = cudaEventQuery(fence.event);
+    if (err == cudaErrorNotReady) {
+      finished = false;
+      return Status::Ok;
+    }
+    TEMPI_CUDA(err);
+    return Status::Ok;
+  }
+
   Status wait(const Fence &f) override {
     if (!f) return Status::Ok;
     g_synchronizations.fetch_add(1, std::memory_order_relaxed);

@@ -121,19 +121,20 @@ void Engine::post_ready_locked(bool wait) {
     }
     if (s.state == DeferredSend::State::Packing) {
       const int previous = s.device >= 0 ? b.use_device(s.device) : -1;
-      bool ready = b.query(s.packed);
+      bool ready = false;
+      Status st = b.poll(s.packed, ready);  // a failed pack is ready too, with its error
       if (!ready && wait) {
-        const Status st = b.wait(s.packed);
+        st = b.wait(s.packed);
         ready = true;
-        if (st != Status::Ok) {
-          s.state = DeferredSend::State::Failed;
-          s.error = raise_error(s.comm, error_class_of(st), "%s: packing GPU data (%s method) failed: %s", s.call,
-                                to_string(s.transfer.method), to_string(st));
-        }
+      }
+      if (st != Status::Ok) {
+        s.state = DeferredSend::State::Failed;
+        s.error = raise_error(s.comm, error_class_of(st), "%s: packing GPU data (%s method) failed: %s", s.call,
+                              to_string(s.transfer.method), to_string(st));
       }
       if (previous >= 0) b.use_device(previous);
       if (!ready) break;
-      finished = s.packed.state.get();
+      if (st == Status::Ok) finished = s.packed.state.get();  // a failed fence fails each of its sends
       if (s.state == DeferredSend::State::Packing) post(s);
     }
   }

@@ -1073,9 +1073,14 @@ bool ZeroCopyPersistent::advance() {
   }
   if (fence_) {
     const int previous = b.use_device(device_);
-    const bool done = b.query(fence_);
+    bool done = false;
+    const Status st = b.poll(fence_, done);
     b.use_device(previous);
     if (!done) return false;
+    if (st != Status::Ok) {  // the start ends with the error, its owners released
+      TEMPI_LOG(Error, "%s: zero-copy moves on the GPU failed: %s", call_, to_string(st));
+      error_ = MPI_ERR_INTERN;
+    }
     fence_ = Fence{};
   }
   // Done reading: each owner may let its application change the send buffer again.

@@ -862,7 +862,8 @@ bool reads_done(Reads &g, bool wait, int &err) {
   if (g.landing) return push_done(g, wait, err);
   if (g.status == Status::Ok) {
     const int previous = g.device >= 0 ? b.use_device(g.device) : -1;
-    const bool finished = !wait && b.query(g.fence);  // then nothing to wait for
+    bool finished = false;  // then nothing to wait for (failed included: g.status says so)
+    if (!wait) g.status = b.poll(g.fence, finished);
     if (!wait && !finished) {
       if (previous >= 0) b.use_device(previous);
       return false;

@@ -27,9 +27,9 @@ int query_send(void *, MPI_Status *status) {
 }
 int free_send(void *) { return MPI_SUCCESS; }
 // MPI_Cancel of the generalized request (`extra` is the DeferredSend, alive while the
-// request is tracked): see Engine::cancel.
+// request is tracked): see DeferredSend::cancel.
 int cancel_send(void *extra, int complete) {
-  if (!complete) engine().cancel(*static_cast<DeferredSend *>(extra));
+  if (!complete) static_cast<DeferredSend *>(extra)->cancel.store(true, std::memory_order_release);
   return MPI_SUCCESS;
 }
 
@@ -40,7 +40,7 @@ bool same_comm(MPI_Comm a, MPI_Comm b) {
 }
 
 void post(DeferredSend &s) {
-  if (s.cancel) {
+  if (s.cancel.load(std::memory_order_acquire)) {
     s.state = DeferredSend::State::Cancelled;
     s.packed = Fence{};
     return;
@@ -170,12 +170,6 @@ void Engine::before_queued_send(MPI_Comm comm, int dest) {
   if (earlier) flush();
 }
 
-void Engine::cancel(DeferredSend &s) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (s.state == DeferredSend::State::Queued || s.state == DeferredSend::State::Packing) s.cancel = true;
-  else if (s.state == DeferredSend::State::Posted) PMPI_Cancel(&s.inner);
-}
-
 Engine &engine() {
   static Engine *e = new Engine;  // immortal: requests may be finished during exit
   return *e;
@@ -205,6 +199,13 @@ int start_deferred_send(IsendFn post_fn, const char *call, const void *buf, Send
   engine().add(std::move(s));
   *request = outer;
   return MPI_SUCCESS;
+}
+
+void forward_cancel(DeferredSend &s) {
+  if (s.state != DeferredSend::State::Posted || s.cancel_forwarded || !s.cancel.load(std::memory_order_acquire))
+    return;
+  s.cancel_forwarded = true;
+  PMPI_Cancel(&s.inner);
 }
 
 MPI_Request posted_request(const DeferredSend &s, int &error) {

@@ -47,7 +47,11 @@ struct DeferredSend {
   Fence packed;                        // the end of the pack, once issued
   MPI_Request inner = MPI_REQUEST_NULL;  // the library's request, once posted
   int error = MPI_SUCCESS;               // why posting failed (state Failed)
-  bool cancel = false;                   // MPI_Cancel before it was posted: it never is (engine mutex)
+  // MPI_Cancel of the application's request (set by the generalized request's callback, where
+  // the library's locks are held: no MPI call and no engine lock there). Not posted yet: it
+  // never is (state Cancelled). Posted: the next completion call cancels the library's request.
+  std::atomic<bool> cancel{false};
+  bool cancel_forwarded = false;
 };
 
 class Engine {
@@ -66,9 +70,6 @@ class Engine {
   // be posted (zero_copy_p2p.cpp): only the engine's earlier sends to (comm, dest) are posted
   // now, since the queue posts its own in order.
   void before_queued_send(MPI_Comm comm, int dest);
-  // MPI_Cancel of the application's request: a send not posted yet never is (state
-  // Cancelled); a posted one asks the library to cancel its request.
-  void cancel(DeferredSend &s);
 
  private:
   void issue_locked();
@@ -106,6 +107,9 @@ int start_deferred_send(IsendFn post, const char *call, const void *buf, SendPla
 // The library's request behind an application's request to a deferred send, after the
 // engine posted it; MPI_REQUEST_NULL when posting failed (`error` says why).
 MPI_Request posted_request(const DeferredSend &s, int &error);
+// A completion call's part of MPI_Cancel of a posted deferred send: the library's request
+// is cancelled once (out of the generalized request's callback, which may make no MPI call).
+void forward_cancel(DeferredSend &s);
 
 // The application's generalized request is finished: complete and free it.
 void finish_outer(MPI_Request &outer);

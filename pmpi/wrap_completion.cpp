@@ -66,6 +66,7 @@ class Completion {
         actual_[size_t(e.index)] = op->active ? op->library : MPI_REQUEST_NULL;
       if (!e.pending->send) continue;
       int err = MPI_SUCCESS;
+      forward_cancel(*e.pending->send);
       actual_[size_t(e.index)] = posted_request(*e.pending->send, err);
       if (err != MPI_SUCCESS && failed_ < 0) failed_ = e.index;
     }
@@ -416,7 +417,8 @@ int TEMPI_WRAPPER(MPI_Request_free)(MPI_Request *request) {
 
 // MPI_Cancel needs no wrapper: a receive's request is the MPI library's own, and the
 // completion that follows a cancel skips the unpack (finish_recv checks
-// MPI_Test_cancelled); a deferred send's generalized request passes the cancel to the engine
-// (Engine::cancel: a send not posted yet never is, a posted one is the library's to cancel).
+// MPI_Test_cancelled); a deferred send's generalized request marks the send (DeferredSend::
+// cancel: one not posted yet never is, a posted one is the library's to cancel at the next
+// completion call).
 
 }  // extern "C"

@@ -76,8 +76,29 @@ int64_t publish_plan(NodeShare &s, const Plan &plan, uint64_t id, int64_t count)
 // This rank's own plans are always found. Thread-safe.
 const Plan *peer_plan(NodeShare &s, int peer, int64_t at);
 
-// Maps the allocation named by `h` of process `pid` on the current GPU (cached).
-Status map_peer_buffer(int32_t pid, const IpcHandle &h, void **base);
+// An allocation of another process of the node, mapped on the current GPU through the
+// process's cache of mappings (keyed by the owner's process and the allocation's id, never
+// by address) and held mapped while this object holds it: the cache unmaps only mappings
+// that nobody holds, so GPU work reading through one never loses it. Hold it until that
+// work is finished.
+class PeerMapping {
+ public:
+  PeerMapping() = default;
+  PeerMapping(PeerMapping &&other) noexcept { *this = std::move(other); }
+  PeerMapping &operator=(PeerMapping &&other) noexcept;
+  PeerMapping(const PeerMapping &) = delete;
+  PeerMapping &operator=(const PeerMapping &) = delete;
+  ~PeerMapping() { release(); }
+  // Maps (or finds) the allocation named by `h` of process `pid`; base() is its first byte.
+  Status map(int32_t pid, const IpcHandle &h);
+  char *base() const { return static_cast<char *>(base_); }
+  void release();
+
+ private:
+  int32_t pid_ = 0;
+  uint64_t buffer_id_ = 0;
+  void *base_ = nullptr;
+};
 // The identity (PCI bus id) of GPU `device`.
 std::string gpu_identity(int device);
 

@@ -118,49 +118,39 @@ struct Mapping {
   uint64_t buffer_id;
   void *base;
   uint64_t peer_base, peer_size;  // the allocation's range in its own process
-  int pins;                       // persistent collectives that read through it (never evicted)
+  int users;                      // PeerMappings that hold it (never unmapped while held)
 };
 
 class Mappings {
  public:
-  // The peer allocation named by `h`, mapped on the current device. Most recently used first;
-  // the oldest unpinned ones beyond kMax are unmapped (a peer's freed allocation stays alive
-  // while mapped). `pin`: a persistent collective keeps reading through it until unpin().
+  // The peer allocation named by `h`, mapped on the current device, and held by one more
+  // user until release(). Most recently used first; the oldest that nobody holds beyond kMax
+  // are unmapped (a peer's freed allocation stays alive while mapped). A mapping in use is
+  // never unmapped: a kernel of this process or of another thread may be reading through it.
   // An allocation CUDA refused to map is remembered: the refusal returns the backend's error
   // the first time and Status::Unsupported afterwards, without asking CUDA again.
-  Status get(int32_t pid, const IpcHandle &h, void **base, bool pin = false) {
+  Status get(int32_t pid, const IpcHandle &h, void **base) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (refused_.count({pid, h.buffer_id})) return Status::Unsupported;
     for (auto it = list_.begin(); it != list_.end(); ++it)
       if (it->pid == pid && it->buffer_id == h.buffer_id) {
         list_.splice(list_.begin(), list_, it);
         *base = it->base;
-        it->pins += pin ? 1 : 0;
+        ++it->users;
         return Status::Ok;
       }
     // A mapping of an allocation whose range the new one overlaps is of a freed allocation:
     // CUDA may answer the new handle with it (the old bytes, silently) or refuse the handle
     // ("resource already mapped"), so it goes first.
-    for (auto it = list_.begin(); it != list_.end();)
-      if (it->pid == pid && !it->pins && it->peer_base < h.base + uint64_t(h.size) &&
-          h.base < it->peer_base + it->peer_size) {
-        gpu_backend().ipc_close(it->base);
-        it = list_.erase(it);
-      } else {
-        ++it;
-      }
+    close_unused([&](const Mapping &m) {
+      return m.pid == pid && m.peer_base < h.base + uint64_t(h.size) && h.base < m.peer_base + m.peer_size;
+    });
     Status st = gpu_backend().ipc_open(h, base);
     if (st != Status::Ok) {
       // CUDA refuses a second mapping of memory the owner freed and allocated again while an
       // older mapping of it is open here ("resource already mapped"): that process's other
-      // mappings are of freed allocations or of buffers not in this call; unmap them, retry once.
-      for (auto it = list_.begin(); it != list_.end();)
-        if (it->pid == pid && !it->pins) {
-          gpu_backend().ipc_close(it->base);
-          it = list_.erase(it);
-        } else {
-          ++it;
-        }
+      // mappings are of freed allocations or of buffers not in use; unmap them, retry once.
+      close_unused([&](const Mapping &m) { return m.pid == pid; });
       st = gpu_backend().ipc_open(h, base);
       if (st != Status::Ok) {
         // Most often this process maps the allocation already through another handle: the
@@ -173,20 +163,22 @@ class Mappings {
       }
     }
     ++opened_;
-    list_.push_front({pid, h.buffer_id, *base, h.base, uint64_t(h.size), pin ? 1 : 0});
-    // Never the one just opened (the caller reads through it), even where kMax others are pinned.
-    for (auto it = list_.end(); list_.size() > kMax && it != std::next(list_.begin());) {
+    list_.push_front({pid, h.buffer_id, *base, h.base, uint64_t(h.size), 1});
+    for (auto it = list_.end(); list_.size() > kMax && it != list_.begin();) {
       --it;
-      if (it->pins) continue;
+      if (it->users) continue;
       gpu_backend().ipc_close(it->base);
       it = list_.erase(it);
     }
     return Status::Ok;
   }
-  void unpin(int32_t pid, uint64_t buffer_id) {
+  void release(int32_t pid, uint64_t buffer_id) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Mapping &m : list_)
-      if (m.pid == pid && m.buffer_id == buffer_id && m.pins > 0) --m.pins;
+      if (m.pid == pid && m.buffer_id == buffer_id && m.users > 0) {
+        --m.users;
+        return;
+      }
   }
   void clear() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -199,6 +191,17 @@ class Mappings {
   }
 
  private:
+  // Unmaps the mappings that `which` selects and nobody holds (under mutex_).
+  template <class Which>
+  void close_unused(Which which) {
+    for (auto it = list_.begin(); it != list_.end();)
+      if (!it->users && which(*it)) {
+        gpu_backend().ipc_close(it->base);
+        it = list_.erase(it);
+      } else {
+        ++it;
+      }
+  }
   static constexpr size_t kMax = 64;
   static constexpr size_t kMaxRefused = 4096;
   std::mutex mutex_;
@@ -644,8 +647,7 @@ int ZeroCopyCall::start_persistent(MPI_Comm comm, const char *call, void *sbuf, 
   }
   if (err != MPI_SUCCESS || error_ != MPI_SUCCESS || (reads_.empty() && reader_ranks_.empty())) {
     if (node) node->give_flags(flags_at);
-    for (const auto &m : pinned_) mappings().unpin(m.first, m.second);
-    pinned_.clear();
+    mapped_.clear();
     // Pairs were decided at both ends: an error here leaves them undone, which the other
     // end's starts would wait for; the init fails (MPI_X_init returns the error).
     return err != MPI_SUCCESS ? err : error_;
@@ -661,12 +663,12 @@ int ZeroCopyCall::start_persistent(MPI_Comm comm, const char *call, void *sbuf, 
   p->reads_ = std::move(reads_);
   p->moves_ = std::move(moves_);
   p->scratch_ = std::move(scratch_);
-  p->pinned_ = std::move(pinned_);
+  p->mapped_ = std::move(mapped_);  // held for every start
   p->device_ = device_;
   p->send_device_ = sbuf ? gpu_backend().device_of(sbuf) : -1;
   reads_.clear();
   moves_.clear();
-  pinned_.clear();
+  mapped_.clear();
   // Nothing moved at init: finish() only ends the handshake.
   readers_ = 0;
   std::fill(told_.begin(), told_.end(), 0);
@@ -828,13 +830,13 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
       answer = true;
       size_t j = 0;
       while (j < rocc.size() && !(sources[j] == peer_comm && rocc[j] == e.occurrence && rok[j])) ++j;
-      void *base = nullptr;
+      PeerMapping mapped;
       Status st = Status::Unsupported;
       // The peer's plan first: where it cannot be read (peer_plan says why), the pair is refused.
       const Plan *plan = j < rocc.size() ? node_->peer_plan(peer, s.plan_at) : nullptr;
       if (plan) {
         const OnDeviceOf on_its_gpu(rbuf);
-        st = mappings().get(peer_seg.pid, theirs.handle, &base, persistent);
+        st = mapped.map(peer_seg.pid, theirs.handle);
       }
       if (st != Status::Ok) {
         their_slot.refused[theirs.send_at[size_t(at)]].store(1, std::memory_order_relaxed);
@@ -845,16 +847,16 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
                     call, peer_comm);
         continue;
       }
-      if (persistent) pinned_.push_back({peer_seg.pid, theirs.handle.buffer_id});
       ++told_[size_t(peer)];  // the owner waits until this pair is read
       owner_flags_[size_t(peer)] = theirs.flags_at;
       rblocks[j].count = 0;
       Read rd;
       rd.from = peer;
       rd.plan = plan;
-      rd.typed = static_cast<char *>(base) + s.offset;
+      rd.typed = mapped.base() + s.offset;
       rd.into = rplaced[j];
       reads_.push_back(std::move(rd));
+      mapped_.push_back(std::move(mapped));
     }
     if (answer) their_slot.answered.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -920,6 +922,7 @@ int ZeroCopyCall::finish(int err) {
   }
   for (const Read &rd : reads_) (rd.from < 0 ? g_self_blocks : g_peer_blocks).fetch_add(1, std::memory_order_relaxed);
   reads_.clear();
+  mapped_.clear();  // the GPU is done with the peers' buffers
   if (started_) {
     started_ = false;
     for (size_t peer = 0; peer < told_.size(); ++peer)
@@ -1028,7 +1031,6 @@ int gated_cancel(void *, int) { return MPI_SUCCESS; }
 }  // namespace
 
 ZeroCopyPersistent::~ZeroCopyPersistent() {
-  for (const auto &m : pinned_) mappings().unpin(m.first, m.second);
   if (node_) node_->give_flags(flags_at_);
 }
 
@@ -1226,7 +1228,31 @@ void saw_message(NodeShare &s, int node_rank, bool control) {
 std::atomic<uint32_t> &push_word(NodeShare &s, int node_rank) { return s.segments[size_t(node_rank)]->push_word; }
 int64_t publish_plan(NodeShare &s, const Plan &plan, uint64_t id, int64_t count) { return s.publish(plan, id, count); }
 const Plan *peer_plan(NodeShare &s, int peer, int64_t at) { return s.peer_plan(peer, at); }
-Status map_peer_buffer(int32_t pid, const IpcHandle &h, void **base) { return mappings().get(pid, h, base); }
+
+PeerMapping &PeerMapping::operator=(PeerMapping &&other) noexcept {
+  if (this != &other) {
+    release();
+    pid_ = other.pid_;
+    buffer_id_ = other.buffer_id_;
+    base_ = other.base_;
+    other.base_ = nullptr;
+  }
+  return *this;
+}
+Status PeerMapping::map(int32_t pid, const IpcHandle &h) {
+  release();
+  void *base = nullptr;
+  const Status st = mappings().get(pid, h, &base);
+  if (st != Status::Ok) return st;
+  pid_ = pid;
+  buffer_id_ = h.buffer_id;
+  base_ = base;
+  return Status::Ok;
+}
+void PeerMapping::release() {
+  if (base_) mappings().release(pid_, buffer_id_);
+  base_ = nullptr;
+}
 std::string gpu_identity(int device) { return identity_of(device); }
 
 }  // namespace tempi

@@ -35,6 +35,7 @@
 
 #include "backend.hpp"
 #include "collectives.hpp"
+#include "node_share.hpp"
 
 namespace tempi {
 
@@ -98,7 +99,7 @@ class ZeroCopyCall {
   std::vector<Read> reads_;
   std::vector<int> reader_ranks_;  // node ranks that read this rank's send buffer
   std::vector<int> owner_flags_;   // per node rank: where its persistent flags are (-1: none)
-  std::vector<std::pair<int32_t, uint64_t>> pinned_;  // (process, allocation) mappings held (persistent)
+  std::vector<PeerMapping> mapped_;  // the peers' send buffers that reads_ read through
   std::vector<PairJob> moves_;  // the reads: each peer block straight into its receive block
   Scratch scratch_;
   Fence fence_;
@@ -141,7 +142,7 @@ class ZeroCopyPersistent : public std::enable_shared_from_this<ZeroCopyPersisten
   std::vector<ZeroCopyCall::Read> reads_;
   std::vector<PairJob> moves_;  // the reads: each peer block straight into its receive block
   Scratch scratch_;
-  std::vector<std::pair<int32_t, uint64_t>> pinned_;
+  std::vector<PeerMapping> mapped_;  // held from init to the request's end
   int device_ = -1;       // the receive buffer's GPU (the reads run there)
   int send_device_ = -1;  // the send buffer's GPU
   uint64_t started_ = 0;                       // this rank's starts so far

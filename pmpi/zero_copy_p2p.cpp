@@ -84,12 +84,11 @@ void push_refused(NodeShare &s) {
     const char *typed = reinterpret_cast<const char *>(uintptr_t(e.handle.base)) + e.offset;
     const int device = b.device_of(typed);
     const int previous = device >= 0 ? b.use_device(device) : -1;
-    void *landing = nullptr;
-    Status st = map_peer_buffer(pid_of(s, e.dest), e.landing, &landing);
+    PeerMapping landing;  // held until the (synchronous) pack is done
+    Status st = landing.map(pid_of(s, e.dest), e.landing);
     const Plan *plan = peer_plan(s, me, e.plan_at);  // this rank's own: always found
     if (st == Status::Ok)
-      st = plan ? b.pack_accessible(*plan, typed, static_cast<char *>(landing) + e.landing.offset, 0, e.bytes)
-                : Status::Unsupported;
+      st = plan ? b.pack_accessible(*plan, typed, landing.base() + e.landing.offset, 0, e.bytes) : Status::Unsupported;
     if (previous >= 0) b.use_device(previous);
     if (st != Status::Ok)
       TEMPI_LOG(Error, "zero-copy: packing a message into node rank %d's landing buffer failed: %s", e.dest,
@@ -648,6 +647,7 @@ struct Reads {
     Incoming *in;
   };
   std::vector<Read> reads;
+  std::vector<PeerMapping> mapped;  // the senders' buffers the reads read through, held until done
   std::vector<PairJob> jobs;
   Scratch scratch;
   Fence fence;
@@ -752,7 +752,8 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
     P2pEntry &e = board_of(s, sender)[c.entry];
     const int device = b.device_of(in.user);
     // This rank's own buffer is read where it is; a peer's through its (cached) mapping.
-    void *base = reinterpret_cast<void *>(uintptr_t(e.handle.base));
+    char *base = reinterpret_cast<char *>(uintptr_t(e.handle.base));
+    PeerMapping mapped;
     Status st = Status::Ok;
     Landing *landing = nullptr;
     // The sender's plan (null where its shared-memory block cannot be read: peer_plan says
@@ -760,7 +761,8 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
     const Plan *plan = peer_plan(s, sender, e.plan_at);
     if (sender != my_node_rank(s)) {
       const int previous = device >= 0 ? b.use_device(device) : -1;
-      st = plan ? map_peer_buffer(pid_of(s, sender), e.handle, &base) : Status::Unsupported;
+      st = plan ? mapped.map(pid_of(s, sender), e.handle) : Status::Unsupported;
+      if (st == Status::Ok) base = mapped.base();
       // Refused (first time: GpuError; remembered: Unsupported): the sender pushes instead.
       if (st != Status::Ok) landing = take_landing(device, c.bytes);
       if (previous >= 0) b.use_device(previous);
@@ -794,7 +796,8 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
       g = gpus.insert(gpus.end(), Reads{});
       g->device = device;
     }
-    g->reads.push_back({&f, plan, static_cast<char *>(base) + e.offset, c.bytes, &e, &in});
+    g->reads.push_back({&f, plan, base + e.offset, c.bytes, &e, &in});
+    if (mapped.base()) g->mapped.push_back(std::move(mapped));
   }
   for (Reads &g : gpus) {
     if (g.landing) continue;
@@ -871,6 +874,7 @@ bool reads_done(Reads &g, bool wait, int &err) {
     if (!finished) g.status = b.wait(g.fence);
     if (previous >= 0) b.use_device(previous);
   }
+  g.mapped.clear();  // the GPU is done with the senders' buffers
   for (const Reads::Read &r : g.reads) r.entry->state.store(2, std::memory_order_release);  // the sender's buffer is free
   if (g.status != Status::Ok)
     err = raise_error(g.reads.front().in->comm, error_class_of(g.status),

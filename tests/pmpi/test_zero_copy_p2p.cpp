@@ -487,6 +487,44 @@ TEST_CASE("send buffers freed and allocated again between messages") {
   }
 }
 
+TEST_CASE("more send buffers in one completion than TEMPI keeps mapped: none unmapped while read") {
+  // The even rank of a pair sends 80 messages, each from a send buffer of its own; the odd
+  // one receives them all in one round (their control messages are there before its
+  // MPI_Waitall): one batch of 80 reads, more than the 64 mappings the cache keeps, so it
+  // must not unmap the first ones before the batch's GPU work has read them.
+  if (g_size < 2) return;
+  const int peer = g_rank ^ 1;
+  if (peer >= g_size) return;
+  const bool sender = g_rank % 2 == 0;
+  constexpr int kMessages = 80;
+  Types t;
+  make_types(100, t);
+  std::vector<std::unique_ptr<Buf>> bufs;
+  std::vector<MPI_Request> req(kMessages);
+  for (int i = 0; i < kMessages; ++i) {
+    if (sender) {
+      bufs.emplace_back(new Buf(true, span(t.send, 1), 1700 + uint64_t(i)));
+      REQUIRE(MPI_Isend(bufs.back()->ptr, 1, t.send, peer, 80, g_zc, &req[size_t(i)]) == MPI_SUCCESS);
+    } else {
+      bufs.emplace_back(new Buf(true, span(t.recv, 1), 1900 + uint64_t(i)));
+      REQUIRE(MPI_Irecv(bufs.back()->ptr, 1, t.recv, peer, 80, g_zc, &req[size_t(i)]) == MPI_SUCCESS);
+    }
+  }
+  int flag = 0;
+  if (sender) {
+    MPI_Testall(kMessages, req.data(), &flag, MPI_STATUSES_IGNORE);  // posts the control messages
+    MPI_Send(nullptr, 0, MPI_BYTE, peer, 81, g_zc);                   // after them
+  } else {
+    MPI_Recv(nullptr, 0, MPI_BYTE, peer, 81, g_zc, MPI_STATUS_IGNORE);
+  }
+  REQUIRE(MPI_Waitall(kMessages, req.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+  if (sender) return;
+  for (int i = 0; i < kMessages; ++i) {
+    INFO("message " << i);
+    CHECK(bufs[size_t(i)]->contents() == received(t, span(t.send, 1), 1700 + uint64_t(i), *bufs[size_t(i)]));
+  }
+}
+
 TEST_CASE("contiguous sends are read by zero-copy too, on a CUDA-aware library as on any other") {
   // A CUDA-aware library would move a contiguous GPU buffer itself, and the receiver then
   // unpack it: on a communicator with zero-copy on, the receiver's kernel writes its typed

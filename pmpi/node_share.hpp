@@ -92,6 +92,7 @@ class PeerMapping {
   // Maps (or finds) the allocation named by `h` of process `pid`; base() is its first byte.
   Status map(int32_t pid, const IpcHandle &h);
   char *base() const { return static_cast<char *>(base_); }
+  uint64_t buffer_id() const { return base_ ? buffer_id_ : 0; }  // 0: none held
   void release();
 
  private:

@@ -74,10 +74,13 @@ struct Slot {
   std::atomic<uint8_t> refused[kMaxEntries];
 };
 
-// One persistent collective's flags at one rank: the starts it made, and per node rank
-// that reads its send buffer, the last start whose reads finished.
+// One persistent collective's flags at one rank: the starts it made, the allocation that
+// holds its send buffer at the latest start (written before `started`: the application may
+// free the buffer and allocate it again at the same address between starts), and per node
+// rank that reads its send buffer, the last start whose reads finished.
 struct PersistentFlags {
   std::atomic<uint64_t> started{0};
+  IpcHandle handle;  // size 0: the send blocks are not readable in one exported allocation
   std::atomic<uint64_t> read_done[kMaxNodeRanks];
 };
 
@@ -665,6 +668,9 @@ int ZeroCopyCall::start_persistent(MPI_Comm comm, const char *call, void *sbuf, 
   p->scratch_ = std::move(scratch_);
   p->mapped_ = std::move(mapped_);  // held for every start
   p->device_ = device_;
+  p->sbuf_ = sbuf;
+  p->send_lo_ = send_lo_;
+  p->send_hi_ = send_hi_;
   p->send_device_ = sbuf ? gpu_backend().device_of(sbuf) : -1;
   reads_.clear();
   moves_.clear();
@@ -756,6 +762,9 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
       const int64_t plan_at = node_->publish(p.plan, p.info->plan->id, sblocks[i].count);
       if (plan_at < 0) continue;
       slot.entries[ns++] = Entry{dests[i], socc[i], p.bytes, plan_at, at};
+      const int64_t from_sbuf = int64_t(p.typed - static_cast<char *>(sbuf));
+      send_lo_ = ns == 1 ? from_sbuf + p.low : std::min(send_lo_, from_sbuf + p.low);
+      send_hi_ = ns == 1 ? from_sbuf + p.high : std::max(send_hi_, from_sbuf + p.high);
     }
     // Peers read the send blocks in place with their own GPUs, which do not follow this
     // process's legacy default stream as TEMPI's streams do: the application's work
@@ -854,6 +863,8 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
       rd.from = peer;
       rd.plan = plan;
       rd.typed = mapped.base() + s.offset;
+      rd.from_sbuf = s.offset - theirs.handle.offset;
+      rd.mapping = int(mapped_.size());
       rd.into = rplaced[j];
       reads_.push_back(std::move(rd));
       mapped_.push_back(std::move(mapped));
@@ -1034,12 +1045,23 @@ ZeroCopyPersistent::~ZeroCopyPersistent() {
   if (node_) node_->give_flags(flags_at_);
 }
 
+bool ZeroCopyPersistent::publish_send_buffer() {
+  Backend &b = gpu_backend();
+  IpcHandle h;
+  const bool readable = b.ipc_export(sbuf_, h) == Status::Ok && b.device_of(sbuf_) == send_device_ &&
+                        h.offset + send_lo_ >= 0 && h.offset + send_hi_ <= h.size;
+  if (!readable) h = IpcHandle{};
+  node_->mine().flags[flags_at_].handle = h;
+  return readable;
+}
+
 int ZeroCopyPersistent::begin() {
   const uint64_t n = ++started_;
   library_ = MPI_REQUEST_NULL;
   library_done_ = false;
   library_error_ = MPI_SUCCESS;
   error_ = MPI_SUCCESS;
+  bool readable = true;
   if (!readers_.empty()) {
     // Peers read the send buffer from now on: the application's work on the legacy default
     // stream that fills it must be finished (see ZeroCopyCall::negotiate).
@@ -1048,11 +1070,52 @@ int ZeroCopyPersistent::begin() {
     if (const Status st = b.wait_default_stream(); st != Status::Ok)
       error_ = raise_error(comm_, MPI_ERR_INTERN, "%s: waiting for the GPU's default stream failed: %s", call_,
                            to_string(st));
+    readable = publish_send_buffer();
     b.use_device(previous);
   }
   if (flags_at_ >= 0) node_->mine().flags[flags_at_].started.store(n, std::memory_order_release);
   phase_.store(reads_.empty() ? 3 : 1, std::memory_order_release);
-  return error_.load();
+  const int err = error_.load();
+  if (!readable) {
+    // Its readers fail this start too: every end completes it, with the error (MPI_Start
+    // itself succeeds, so that the library's part runs at every rank and nobody waits).
+    TEMPI_LOG(Error, "%s: the send buffer is no longer in one GPU allocation that holds all of its blocks (freed and "
+              "allocated again since the init?); this start moves nothing to node peers and fails", call_);
+    error_ = MPI_ERR_BUFFER;
+  }
+  return err;
+}
+
+int ZeroCopyPersistent::follow_owners() {
+  int err = MPI_SUCCESS;
+  for (const auto &o : owners_) {
+    const int owner = o.first;
+    const IpcHandle h = node_->segments[size_t(owner)]->flags[o.second].handle;  // read after `started`
+    bool current = h.size > 0;
+    for (const ZeroCopyCall::Read &rd : reads_)
+      if (rd.from == owner && mapped_[size_t(rd.mapping)].buffer_id() != h.buffer_id) current = false;
+    if (current) continue;
+    // The owner's send buffer is in another allocation now: every read from it goes through
+    // a mapping of that one (the old mappings let go first, so that the cache can unmap the
+    // freed allocation that CUDA would otherwise answer, or refuse, the new handle with).
+    for (const ZeroCopyCall::Read &rd : reads_)
+      if (rd.from == owner) mapped_[size_t(rd.mapping)].release();
+    for (size_t k = 0; k < reads_.size(); ++k) {
+      ZeroCopyCall::Read &rd = reads_[k];
+      if (rd.from != owner) continue;
+      PeerMapping &m = mapped_[size_t(rd.mapping)];
+      if (h.size == 0 || m.map(node_->segments[size_t(owner)]->pid, h) != Status::Ok) {
+        if (err == MPI_SUCCESS)
+          TEMPI_LOG(Error, "%s: node rank %d's send buffer is in a new GPU allocation that this rank cannot read; "
+                    "this start moves nothing from it and fails", call_, owner);
+        err = h.size == 0 ? MPI_ERR_BUFFER : MPI_ERR_OTHER;
+        continue;
+      }
+      rd.typed = m.base() + h.offset + rd.from_sbuf;
+      moves_[k].from_typed = rd.typed;
+    }
+  }
+  return err;
 }
 
 bool ZeroCopyPersistent::advance() {
@@ -1064,13 +1127,14 @@ bool ZeroCopyPersistent::advance() {
           node_->segments[size_t(o.first)]->flags[o.second].started.load(std::memory_order_acquire) < n)
         return false;
     const int previous = b.use_device(device_);
-    const Status st = b.move_async(moves_, fence_);
-    b.use_device(previous);
-    if (st != Status::Ok) {
+    if (const int err = follow_owners(); err != MPI_SUCCESS) {
+      error_ = err;
+    } else if (const Status st = b.move_async(moves_, fence_); st != Status::Ok) {
       TEMPI_LOG(Error, "%s: zero-copy moves on the GPU failed: %s", call_, to_string(st));
       error_ = MPI_ERR_INTERN;
       fence_ = Fence{};
     }
+    b.use_device(previous);
     phase_.store(2, std::memory_order_release);
   }
   if (fence_) {

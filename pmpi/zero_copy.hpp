@@ -87,6 +87,8 @@ class ZeroCopyCall {
     const Plan *plan = nullptr;  // the peer's plan (from its arena)
     Plan own_plan;               // a block to itself: the send block's plan
     char *typed = nullptr;       // where the sending plan starts
+    int64_t from_sbuf = 0;       // a peer's block: where its plan starts, from the peer's send buffer
+    int mapping = -1;            // a peer's block: its mapping in mapped_
     PlacedBlock into;
   };
   const char *call_ = "";
@@ -94,6 +96,7 @@ class ZeroCopyCall {
   std::shared_ptr<NodeShare> node_;
   uint64_t seq_ = 0;
   int readers_ = 0;                // pairs whose receiver reads this rank's send buffer
+  int64_t send_lo_ = 0, send_hi_ = 0;  // the bytes peers read, from the send buffer's first
   std::vector<int> peers_;         // node ranks of the call's pattern (they read this rank's slot)
   std::vector<int> told_;          // per node rank: pairs read from it, to report
   std::vector<Read> reads_;
@@ -133,6 +136,12 @@ class ZeroCopyPersistent : public std::enable_shared_from_this<ZeroCopyPersisten
 
  private:
   friend class ZeroCopyCall;
+  // begin(): this start's allocation of the send buffer, in this rank's flags for its
+  // readers; false where it does not hold every block they read (it is not readable then).
+  bool publish_send_buffer();
+  // advance(): where an owner's send buffer is in another allocation than at the last start,
+  // maps that one and moves the reads from it there. Returns an MPI error code.
+  int follow_owners();
   const char *call_ = "";
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::shared_ptr<NodeShare> node_;
@@ -144,6 +153,8 @@ class ZeroCopyPersistent : public std::enable_shared_from_this<ZeroCopyPersisten
   Scratch scratch_;
   std::vector<PeerMapping> mapped_;  // held from init to the request's end
   int device_ = -1;       // the receive buffer's GPU (the reads run there)
+  void *sbuf_ = nullptr;  // the send buffer (GPU memory that peers read), as bound at init
+  int64_t send_lo_ = 0, send_hi_ = 0;  // the bytes peers read, from sbuf_
   int send_device_ = -1;  // the send buffer's GPU
   uint64_t started_ = 0;                       // this rank's starts so far
   // The current start, between begin() and its completion.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend.hpp"
 #include "plan.hpp"
@@ -100,6 +101,15 @@ class PeerMapping {
   uint64_t buffer_id_ = 0;
   void *base_ = nullptr;
 };
+// Device scratch for the typed-to-typed moves `jobs`, one allocation for all (Backend::
+// move_async moves the pairs that do not go in one pass through it). Where that much device
+// memory cannot be had the jobs get none, and move_pairs moves the pairs that need it one at
+// a time (DESIGN.md: a failed GPU allocation falls back rather than fails the call).
+void lend_scratch(std::vector<PairJob> &jobs, Scratch &scratch);
+// Backend::move_async of `jobs` (on the current GPU); where a pair needs scratch that it has
+// not, every pair moves alone, each through scratch of its own size where it needs it, and
+// is finished when this returns (`done` then empty).
+Status move_pairs(const std::vector<PairJob> &jobs, Fence &done);
 // The identity (PCI bus id) of GPU `device`.
 std::string gpu_identity(int device);
 

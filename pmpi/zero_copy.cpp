@@ -624,13 +624,9 @@ int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector
   // Every block moved straight from the peer's typed block into this rank's (one launch
   // for the strided ones), issued now so that it overlaps the library's call.
   const OnDeviceOf on_its_gpu(rbuf);
-  Backend &b = gpu_backend();
-  Status st = prepare_moves();
-  if (st == Status::Ok) {
-    st = b.move_async(moves_, fence_);
-  }
-  if (st != Status::Ok)
-    error_ = raise_error(comm, MPI_ERR_INTERN, "%s: zero-copy moves on the GPU failed: %s", call, to_string(st));
+  prepare_moves();
+  if (const Status st = move_pairs(moves_, fence_); st != Status::Ok)
+    error_ = raise_error(comm, error_class_of(st), "%s: zero-copy moves on the GPU failed: %s", call, to_string(st));
   return error_;
 }
 
@@ -645,8 +641,7 @@ int ZeroCopyCall::start_persistent(MPI_Comm comm, const char *call, void *sbuf, 
   const int err = negotiate(comm, call, sbuf, sblocks, dests, rbuf, rblocks, sources, cartesian, flags_at);
   if (err == MPI_SUCCESS && (!reads_.empty() || !reader_ranks_.empty())) {
     const OnDeviceOf on_its_gpu(rbuf);
-    if (const Status st = prepare_moves(); st != Status::Ok)
-      error_ = raise_error(comm, MPI_ERR_INTERN, "%s: zero-copy moves on the GPU failed: %s", call, to_string(st));
+    prepare_moves();
   }
   if (err != MPI_SUCCESS || error_ != MPI_SUCCESS || (reads_.empty() && reader_ranks_.empty())) {
     if (node) node->give_flags(flags_at);
@@ -900,24 +895,12 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
   return error_;
 }
 
-Status ZeroCopyCall::prepare_moves() {
-  if (reads_.empty()) return Status::Ok;
-  Backend &b = gpu_backend();
-  int64_t total = 0;
-  std::vector<int64_t> at(reads_.size());
-  for (size_t k = 0; k < reads_.size(); ++k) {
-    at[k] = total;
-    total += (reads_[k].into.bytes + 255) & ~int64_t(255);
-  }
-  device_ = b.device_of(reads_.front().into.typed);
-  if (const Status st = b.acquire(ScratchKind::Device, size_t(total), scratch_); st != Status::Ok) return st;
-  for (size_t k = 0; k < reads_.size(); ++k) {
-    Read &rd = reads_[k];
-    const Plan *from = rd.from < 0 ? &rd.own_plan : rd.plan;
-    char *packed = static_cast<char *>(scratch_.ptr) + at[k];
-    moves_.push_back({from, rd.typed, &rd.into.plan, rd.into.typed, rd.into.bytes, packed});
-  }
-  return Status::Ok;
+void ZeroCopyCall::prepare_moves() {
+  if (reads_.empty()) return;
+  device_ = gpu_backend().device_of(reads_.front().into.typed);
+  for (Read &rd : reads_)
+    moves_.push_back({rd.from < 0 ? &rd.own_plan : rd.plan, rd.typed, &rd.into.plan, rd.into.typed, rd.into.bytes});
+  lend_scratch(moves_, scratch_);
 }
 
 int ZeroCopyCall::finish(int err) {
@@ -1129,7 +1112,7 @@ bool ZeroCopyPersistent::advance() {
     const int previous = b.use_device(device_);
     if (const int err = follow_owners(); err != MPI_SUCCESS) {
       error_ = err;
-    } else if (const Status st = b.move_async(moves_, fence_); st != Status::Ok) {
+    } else if (const Status st = move_pairs(moves_, fence_); st != Status::Ok) {
       TEMPI_LOG(Error, "%s: zero-copy moves on the GPU failed: %s", call_, to_string(st));
       error_ = MPI_ERR_INTERN;
       fence_ = Fence{};
@@ -1292,6 +1275,47 @@ void saw_message(NodeShare &s, int node_rank, bool control) {
 std::atomic<uint32_t> &push_word(NodeShare &s, int node_rank) { return s.segments[size_t(node_rank)]->push_word; }
 int64_t publish_plan(NodeShare &s, const Plan &plan, uint64_t id, int64_t count) { return s.publish(plan, id, count); }
 const Plan *peer_plan(NodeShare &s, int peer, int64_t at) { return s.peer_plan(peer, at); }
+
+void lend_scratch(std::vector<PairJob> &jobs, Scratch &scratch) {
+  auto part = [](int64_t bytes) { return (bytes + 255) & ~int64_t(255); };
+  int64_t total = 0;
+  for (const PairJob &j : jobs) total += part(j.bytes);
+  if (total == 0) return;
+  if (const Status st = gpu_backend().acquire(ScratchKind::Device, size_t(total), scratch); st != Status::Ok) {
+    TEMPI_LOG(Debug, "zero-copy: no device scratch of %lld bytes for a batch of moves (%s); the pairs that need it "
+              "move one at a time", static_cast<long long>(total), to_string(st));
+    return;
+  }
+  int64_t at = 0;
+  for (PairJob &j : jobs) {
+    j.scratch = static_cast<char *>(scratch.ptr) + at;
+    at += part(j.bytes);
+  }
+}
+
+Status move_pairs(const std::vector<PairJob> &jobs, Fence &done) {
+  Backend &b = gpu_backend();
+  Status st = b.move_async(jobs, done);
+  const bool lent = std::all_of(jobs.begin(), jobs.end(), [](const PairJob &j) { return j.scratch != nullptr; });
+  if (st != Status::Unsupported || lent) return st;
+  // A pair needs scratch that lend_scratch could not give. move_async finished what it
+  // launched before it said so, and moving a pair again writes the same bytes: each pair
+  // moves now, alone, the ones that need it through scratch of their own size.
+  for (PairJob one : jobs) {
+    Scratch own;
+    Fence f;
+    st = b.move_async({one}, f);
+    if (st == Status::Unsupported && !one.scratch) {
+      if ((st = b.acquire(ScratchKind::Device, size_t(one.bytes), own)) != Status::Ok) return st;
+      one.scratch = own.ptr;
+      st = b.move_async({one}, f);
+    }
+    if (st == Status::Ok) st = b.wait(f);
+    if (st != Status::Ok) return st;
+  }
+  done = Fence{};
+  return Status::Ok;
+}
 
 PeerMapping &PeerMapping::operator=(PeerMapping &&other) noexcept {
   if (this != &other) {

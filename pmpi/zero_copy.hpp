@@ -79,8 +79,8 @@ class ZeroCopyCall {
                 const std::vector<int> &dests, void *rbuf, std::vector<Block> &rblocks,
                 const std::vector<int> &sources, bool cartesian, int flags_at);
   // The moves of reads_ (Backend::move_async), with device scratch for the pairs that do
-  // not move in one pass (block lists: packed into it, then unpacked).
-  Status prepare_moves();
+  // not move in one pass (block lists: packed into it, then unpacked; lend_scratch).
+  void prepare_moves();
   // One block this rank reads: from a peer's mapped send buffer (or its own), into its own.
   struct Read {
     int from = -1;               // node rank; -1: this rank's own send block

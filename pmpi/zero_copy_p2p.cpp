@@ -802,18 +802,9 @@ std::vector<Reads> issue_reads(std::vector<Finishing> &batch) {
   for (Reads &g : gpus) {
     if (g.landing) continue;
     const int previous = g.device >= 0 ? b.use_device(g.device) : -1;
-    int64_t total = 0;
-    for (const Reads::Read &r : g.reads) total += (r.bytes + 255) & ~int64_t(255);
-    g.status = b.acquire(ScratchKind::Device, size_t(total), g.scratch);
-    if (g.status == Status::Ok) {
-      int64_t at = 0;
-      for (const Reads::Read &r : g.reads) {
-        g.jobs.push_back({r.from, r.from_typed, &r.in->plan, r.in->user, r.bytes,
-                          static_cast<char *>(g.scratch.ptr) + at});
-        at += (r.bytes + 255) & ~int64_t(255);
-      }
-      g.status = b.move_async(g.jobs, g.fence);
-    }
+    for (const Reads::Read &r : g.reads) g.jobs.push_back({r.from, r.from_typed, &r.in->plan, r.in->user, r.bytes});
+    lend_scratch(g.jobs, g.scratch);
+    g.status = move_pairs(g.jobs, g.fence);
     if (previous >= 0) b.use_device(previous);
   }
   return gpus;

@@ -29,6 +29,8 @@
 #include "zero_copy.hpp"
 #if defined(P2P_REAL_GPU)
 #include "gpu_select.hpp"
+#else
+#include "emulated_faults.hpp"
 #endif
 
 namespace {
@@ -317,13 +319,24 @@ TEST_CASE("MPI_Alltoallw with block-list and strided types on both sides", "[zer
   std::vector<uint8_t> ref = recv.host;
   REQUIRE(PMPI_Alltoallw(send.host.data(), counts.data(), sd.data(), st.data(), ref.data(), counts.data(), rd.data(),
                          rt.data(), MPI_COMM_WORLD) == MPI_SUCCESS);
-  const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
-  REQUIRE(MPI_Alltoallw(send.ptr, counts.data(), sd.data(), st.data(), recv.ptr, counts.data(), rd.data(), rt.data(),
-                        MPI_COMM_WORLD) == MPI_SUCCESS);
-  CHECK(recv.contents() == ref);
   int expect = 0;
   for (int p = 0; p < g_size; ++p) expect += p != g_rank && same_node(p) && ipc_on();
-  CHECK(tempi::zero_copy_counts().peer_blocks - before.peer_blocks == uint64_t(expect));
+  auto exchange = [&] {
+    const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
+    REQUIRE(MPI_Alltoallw(send.ptr, counts.data(), sd.data(), st.data(), recv.ptr, counts.data(), rd.data(),
+                          rt.data(), MPI_COMM_WORLD) == MPI_SUCCESS);
+    CHECK(recv.contents() == ref);
+    CHECK(tempi::zero_copy_counts().peer_blocks - before.peer_blocks == uint64_t(expect));
+  };
+  exchange();
+#if !defined(P2P_REAL_GPU)
+  SECTION("no device memory for the scratch of all pairs at once: the block-list pairs move one at a time") {
+    REQUIRE(tempi::gpu_backend().copy(recv.ptr, recv.host.data(), recv.bytes) == tempi::Status::Ok);
+    tempi::emulated_fail_nth(tempi::EmulatedFault::DeviceAlloc, 1);  // the call's first: that scratch
+    exchange();
+    tempi::emulated_fail_nth(tempi::EmulatedFault::DeviceAlloc, 0);
+  }
+#endif
   MPI_Type_free(&indexed);
   MPI_Type_free(&vec);
 }

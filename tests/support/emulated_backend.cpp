@@ -387,6 +387,11 @@ class EmulatedBackend final : public Backend {
       // block lists, core/paired_runs.hpp), so that every zero-copy test checks them
       // against the library; packed and unpacked through the host otherwise.
       auto runs = std::make_shared<const std::vector<PairedRun>>(paired_runs(*j.from, *j.to, bytes, 4096, 1 << 18));
+      // Scratch is asked for where the CUDA backend needs it: a pair that is neither two
+      // strided plans (one fused launch) nor paired runs of 256 bytes on average.
+      const bool one_pass = (j.from->strided() && j.to->strided()) ||
+                            (!runs->empty() && bytes / int64_t(runs->size()) >= 256);
+      if (!one_pass && !j.scratch) return Status::Unsupported;
       if (!runs->empty()) {
         work.push_back([runs, from, to] {
           for (const PairedRun &r : *runs) std::memcpy(to + r.to, from + r.from, size_t(r.length));

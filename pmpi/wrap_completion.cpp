@@ -16,10 +16,13 @@
 // Nonblocking collectives (collectives.hpp) that complete together are unpacked together.
 #include <sched.h>
 
+#include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "collectives.hpp"
 #include "engine.hpp"
+#include "errors.hpp"
 #include "forward.hpp"
 #include "persistent.hpp"
 #include "requests.hpp"
@@ -44,9 +47,28 @@ bool tracking(int count, const MPI_Request *requests_, std::initializer_list<con
   return tracking() && completion_args_present(count, requests_, outputs);
 }
 
+// MPI's empty status, for a request that carried no message: a deferred send whose message
+// could not be posted has no status of the library's (MPI_ERROR is the caller's to set).
+void set_empty(MPI_Status &st) {
+  st.MPI_SOURCE = MPI_ANY_SOURCE;
+  st.MPI_TAG = MPI_ANY_TAG;
+  PMPI_Status_set_elements_x(&st, MPI_BYTE, 0);
+  PMPI_Status_set_cancelled(&st, 0);
+}
+
+// The communicator whose error handler hears of a tracked request's error. A send posted
+// at once keeps only its staging: MPI_COMM_WORLD, as for errors that name no communicator.
+MPI_Comm comm_of(const Pending &p) {
+  if (p.send) return p.send->comm;
+  if (p.coll) return p.coll->comm;
+  if (p.persistent) return p.persistent->comm;
+  return p.in.comm != MPI_COMM_NULL ? p.in.comm : MPI_COMM_WORLD;
+}
+
 class Completion {
  public:
-  Completion(int n, MPI_Request *reqs) : n_(n), user_(reqs) {
+  // `call` names the application's call in an error.
+  Completion(const char *call, int n, MPI_Request *reqs) : n_(n), user_(reqs) {
     flush_sends();
     zero_copy_progress();  // before the detached requests, which may be such starts
     if (p2p_in_flight() || p2p_failures_pending()) {  // a zero-copy request among these may fail
@@ -58,6 +80,7 @@ class Completion {
     for (int i = 0; i < n; ++i)
       if (std::unique_ptr<Pending> p = requests().take(reqs[i])) entries_.push_back({i, reqs[i], std::move(p)});
     if (entries_.empty()) return;
+    if (refuse_repeated(call, reqs)) return;
     actual_.assign(reqs, reqs + n);
     for (Entry &e : entries_) {
       // A persistent collective's handle is TEMPI's own: the library waits for the request
@@ -73,11 +96,11 @@ class Completion {
   }
   Completion(const Completion &) = delete;
   Completion &operator=(const Completion &) = delete;
-  ~Completion() {  // entries not completed go back (an early return of the caller included)
-    for (Entry &e : entries_)
-      if (e.pending) requests().add(e.handle, std::move(e.pending));
-  }
+  ~Completion() { put_back(); }  // entries not completed (an early return of the caller included)
 
+  // The call's error when it must not go on (a tracked request twice in an array of
+  // several): every request is as it was, and the caller returns this at once.
+  int refused() const { return refused_; }
   bool any() const { return !entries_.empty(); }
   // The array to give the library (the application's own when TEMPI tracks none of it).
   MPI_Request *actual() { return entries_.empty() ? user_ : actual_.data(); }
@@ -139,7 +162,8 @@ class Completion {
       int err = MPI_SUCCESS;
       posted_request(*e.pending->send, err);
       if (e.pending->send->state == DeferredSend::State::Cancelled) PMPI_Status_set_cancelled(e.status, 1);
-      if (err != MPI_SUCCESS) {
+      if (err != MPI_SUCCESS) {  // never posted: the library wrote no status for it
+        set_empty(*e.status);
         e.status->MPI_ERROR = err;
         if (first == MPI_SUCCESS) first = err;
       }
@@ -172,6 +196,43 @@ class Completion {
   }
 
  private:
+  void put_back() {
+    for (Entry &e : entries_)
+      if (e.pending) requests().add(e.handle, std::move(e.pending));
+  }
+
+  // A tracked request twice in the array (MPI makes it erroneous): its first occurrence was
+  // taken out of the table and the second was not, so the library would get the second as
+  // the application's handle: a deferred send's generalized request, which TEMPI completes
+  // only after the library's call (a wait hangs), or a receive's request beside itself
+  // (MPICH frees it twice and aborts). Refused with MPI_ERR_REQUEST instead. The handles
+  // taken are sorted and the others looked up: long arrays with few tracked requests stay cheap.
+  bool refuse_repeated(const char *call, const MPI_Request *reqs) {
+    std::vector<std::pair<MPI_Request, size_t>> taken;  // a handle, its place in entries_
+    for (size_t k = 0; k < entries_.size(); ++k) taken.emplace_back(entries_[k].handle, k);
+    const auto by_handle = [](const std::pair<MPI_Request, size_t> &a, const std::pair<MPI_Request, size_t> &b) {
+      return std::less<MPI_Request>()(a.first, b.first);
+    };
+    std::sort(taken.begin(), taken.end(), by_handle);
+    for (int i = 0, next = 0; i < n_; ++i) {
+      if (size_t(next) < entries_.size() && entries_[size_t(next)].index == i) {  // entries_ is in index order
+        ++next;
+        continue;
+      }
+      const auto it = std::lower_bound(taken.begin(), taken.end(), std::make_pair(reqs[i], size_t(0)), by_handle);
+      if (it == taken.end() || it->first != reqs[i]) continue;
+      const Entry &first = entries_[it->second];
+      const MPI_Comm comm = comm_of(*first.pending);
+      const int first_index = first.index;
+      put_back();  // first: the error handler may make MPI calls on these requests
+      entries_.clear();
+      refused_ = raise_error(comm, MPI_ERR_REQUEST, "%s: requests %d and %d of the array are the same request", call,
+                             first_index, i);
+      return true;
+    }
+    return false;
+  }
+
   struct Entry {
     int index;
     MPI_Request handle;  // the application's
@@ -185,6 +246,7 @@ class Completion {
   std::vector<MPI_Request> actual_;
   std::vector<Entry> entries_;
   int failed_ = -1;
+  int refused_ = MPI_SUCCESS;
   std::vector<MPI_Request> original_;  // the application's handles, where a zero-copy one may fail
   std::vector<std::pair<MPI_Status *, int>> p2p_failed_;  // zero-copy requests completed with an error
 };
@@ -221,15 +283,6 @@ int all_error_of(int err, const MPI_Status &st) {
 
 int first_error(int mpi_err, int tempi_err) { return mpi_err != MPI_SUCCESS ? mpi_err : tempi_err; }
 
-// Waitsome and Testsome: a deferred send that could not be posted is reported alone.
-int some_with_failed_send(Completion &c, int *outcount, int indices[], MPI_Status *st) {
-  *outcount = 1;
-  indices[0] = c.failed_send();
-  c.completed(indices[0], &st[0], MPI_SUCCESS);
-  const int ours = c.finish();
-  return ours == MPI_SUCCESS ? MPI_SUCCESS : MPI_ERR_IN_STATUS;
-}
-
 // Finishes a call on several requests that the library answered with `err`: TEMPI's
 // errors go into their requests' statuses (the others say MPI_SUCCESS) and make the
 // result MPI_ERR_IN_STATUS, or TEMPI's first error where statuses are ignored.
@@ -239,6 +292,15 @@ int finish_multi(Completion &c, int err, MPI_Status *st, int n, bool statuses_ig
   const int ours = c.finish();
   if (err != MPI_SUCCESS || ours == MPI_SUCCESS) return err;
   return statuses_ignored ? ours : MPI_ERR_IN_STATUS;
+}
+
+// Waitsome and Testsome: a deferred send that could not be posted is reported alone, its
+// error returned as finish_multi returns TEMPI's (the request's own where statuses are ignored).
+int some_with_failed_send(Completion &c, int *outcount, int indices[], MPI_Status *st, bool statuses_ignored) {
+  *outcount = 1;
+  indices[0] = c.failed_send();
+  c.completed(indices[0], &st[0], MPI_SUCCESS);
+  return finish_multi(c, MPI_SUCCESS, st, 1, statuses_ignored);
 }
 
 }  // namespace
@@ -251,7 +313,7 @@ extern "C" {
 
 int TEMPI_WRAPPER(MPI_Wait)(MPI_Request *request, MPI_Status *status) {
   if (!tracking(1, request)) return TEMPI_NEXT(MPI_Wait)(request, status);
-  Completion c(1, request);
+  Completion c("MPI_Wait", 1, request);
   if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Wait)(request, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -267,7 +329,7 @@ int TEMPI_WRAPPER(MPI_Wait)(MPI_Request *request, MPI_Status *status) {
 
 int TEMPI_WRAPPER(MPI_Test)(MPI_Request *request, int *flag, MPI_Status *status) {
   if (!tracking(1, request, {flag})) return TEMPI_NEXT(MPI_Test)(request, flag, status);
-  Completion c(1, request);
+  Completion c("MPI_Test", 1, request);
   if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Test)(request, flag, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -278,7 +340,8 @@ int TEMPI_WRAPPER(MPI_Test)(MPI_Request *request, int *flag, MPI_Status *status)
 
 int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status statuses[]) {
   if (!tracking(count, requests_)) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
-  Completion c(count, requests_);
+  Completion c("MPI_Waitall", count, requests_);
+  if (const int err = c.refused()) return err;
   if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, count, local);
@@ -294,7 +357,8 @@ int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status st
 
 int TEMPI_WRAPPER(MPI_Testall)(int count, MPI_Request requests_[], int *flag, MPI_Status statuses[]) {
   if (!tracking(count, requests_, {flag})) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
-  Completion c(count, requests_);
+  Completion c("MPI_Testall", count, requests_);
+  if (const int err = c.refused()) return err;
   if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, count, local);
@@ -306,7 +370,8 @@ int TEMPI_WRAPPER(MPI_Testall)(int count, MPI_Request requests_[], int *flag, MP
 
 int TEMPI_WRAPPER(MPI_Waitany)(int count, MPI_Request requests_[], int *index, MPI_Status *status) {
   if (!tracking(count, requests_, {index})) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
-  Completion c(count, requests_);
+  Completion c("MPI_Waitany", count, requests_);
+  if (const int err = c.refused()) return err;
   if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -328,7 +393,8 @@ int TEMPI_WRAPPER(MPI_Waitany)(int count, MPI_Request requests_[], int *index, M
 int TEMPI_WRAPPER(MPI_Testany)(int count, MPI_Request requests_[], int *index, int *flag, MPI_Status *status) {
   if (!tracking(count, requests_, {index, flag}))
     return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
-  Completion c(count, requests_);
+  Completion c("MPI_Testany", count, requests_);
+  if (const int err = c.refused()) return err;
   if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -347,11 +413,12 @@ int TEMPI_WRAPPER(MPI_Waitsome)(int incount, MPI_Request requests_[], int *outco
                                 MPI_Status statuses[]) {
   if (!tracking(incount, requests_, {outcount, indices}))
     return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
-  Completion c(incount, requests_);
+  Completion c("MPI_Waitsome", incount, requests_);
+  if (const int err = c.refused()) return err;
   if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, incount, local);
-  if (c.failed_send() >= 0) return some_with_failed_send(c, outcount, indices, st);
+  if (c.failed_send() >= 0) return some_with_failed_send(c, outcount, indices, st, statuses == MPI_STATUSES_IGNORE);
   const int err = !zero_copy_in_flight() ? TEMPI_NEXT(MPI_Waitsome)(incount, c.actual(), outcount, indices, st)
                                           : until_done([&](bool &done) {
                                               const int e = TEMPI_NEXT(MPI_Testsome)(incount, c.actual(), outcount, indices, st);
@@ -367,11 +434,12 @@ int TEMPI_WRAPPER(MPI_Testsome)(int incount, MPI_Request requests_[], int *outco
                                 MPI_Status statuses[]) {
   if (!tracking(incount, requests_, {outcount, indices}))
     return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
-  Completion c(incount, requests_);
+  Completion c("MPI_Testsome", incount, requests_);
+  if (const int err = c.refused()) return err;
   if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, incount, local);
-  if (c.failed_send() >= 0) return some_with_failed_send(c, outcount, indices, st);
+  if (c.failed_send() >= 0) return some_with_failed_send(c, outcount, indices, st, statuses == MPI_STATUSES_IGNORE);
   const int err = TEMPI_NEXT(MPI_Testsome)(incount, c.actual(), outcount, indices, st);
   if (*outcount != MPI_UNDEFINED)
     for (int k = 0; k < *outcount; ++k) c.completed(indices[k], &st[k], error_of(err, st[k]));
@@ -380,13 +448,15 @@ int TEMPI_WRAPPER(MPI_Testsome)(int incount, MPI_Request requests_[], int *outco
 
 int TEMPI_WRAPPER(MPI_Request_get_status)(MPI_Request request, int *flag, MPI_Status *status) {
   if (!tracking(1, &request, {flag})) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
-  Completion c(1, &request);  // the handle is a copy: the request stays live and goes back
+  Completion c("MPI_Request_get_status", 1, &request);  // the handle is a copy: the request stays live and goes back
   if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   if (c.failed_send() >= 0) {
     *flag = 1;
-    return MPI_SUCCESS;  // the error comes with the completion call that frees it
+    set_empty(*st);
+    st->MPI_ERROR = MPI_SUCCESS;  // the error comes with the completion call that frees it
+    return MPI_SUCCESS;
   }
   const int err = TEMPI_NEXT(MPI_Request_get_status)(c.actual()[0], flag, st);
   return first_error(err, err == MPI_SUCCESS && *flag ? c.finish_early(*st) : MPI_SUCCESS);

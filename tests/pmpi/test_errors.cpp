@@ -274,3 +274,51 @@ TEST_CASE("completion calls with bad arrays reject what the library rejects whil
   CHECK(tempi::requests().empty());
   MPI_Type_free(&v);
 }
+
+TEST_CASE("a GPU request TEMPI tracks, twice in one completion call, is refused with the requests untouched",
+          "[errors]") {
+  // MPI makes a request twice in one array erroneous. TEMPI's answer is MPI_ERR_REQUEST
+  // through the request's communicator, every request left as it was. Without it, the wait
+  // forms hang on a deferred send's generalized request (TEMPI completes it only after the
+  // library's call), and MPICH aborts on a request it completed and freed twice.
+  Handlers h;
+  Buf src(Where::Gpu, kBytes), dst(Where::Gpu, kBytes);
+  src.upload(pattern(kBytes, 4));
+  dst.fill(kPoison);
+  MPI_Datatype v = vector2d();
+  MPI_Request recv = MPI_REQUEST_NULL, send = MPI_REQUEST_NULL;  // both tracked, completed at the end
+  REQUIRE(MPI_Irecv(dst.get(), 1, v, rank(), 8, h.comm, &recv) == MPI_SUCCESS);
+  REQUIRE(MPI_Isend(src.get(), 1, v, rank(), 8, h.comm, &send) == MPI_SUCCESS);
+  REQUIRE_FALSE(tempi::requests().empty());
+
+  const std::vector<std::vector<MPI_Request>> arrays = {
+      {recv, recv}, {send, send}, {send, MPI_REQUEST_NULL, recv, send}, {recv, send, MPI_REQUEST_NULL, recv}};
+  for (const std::vector<MPI_Request> &array : arrays) {
+    std::vector<MPI_Request> reqs = array;
+    const int n = int(reqs.size());
+    std::vector<MPI_Status> st(reqs.size());
+    std::vector<int> indices(reqs.size());
+    int flag = 0, index = 0, outcount = 0;
+    const Outcome refused{MPI_ERR_REQUEST, 1, 0};
+    INFO(n << " requests");
+    CHECK(outcome([&] { return MPI_Testall(n, reqs.data(), &flag, st.data()); }) == refused);
+    CHECK(outcome([&] { return MPI_Testany(n, reqs.data(), &index, &flag, st.data()); }) == refused);
+    CHECK(outcome([&] { return MPI_Testsome(n, reqs.data(), &outcount, indices.data(), st.data()); }) == refused);
+    CHECK(outcome([&] { return MPI_Waitall(n, reqs.data(), MPI_STATUSES_IGNORE); }) == refused);
+    CHECK(outcome([&] { return MPI_Waitany(n, reqs.data(), &index, MPI_STATUS_IGNORE); }) == refused);
+    CHECK(outcome([&] { return MPI_Waitsome(n, reqs.data(), &outcount, indices.data(), MPI_STATUSES_IGNORE); }) ==
+          refused);
+    CHECK(reqs == array);
+  }
+
+  // Both still complete, once each, with the data.
+  MPI_Request both[2] = {recv, send};
+  REQUIRE(MPI_Waitall(2, both, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+  CHECK(both[0] == MPI_REQUEST_NULL);
+  CHECK(both[1] == MPI_REQUEST_NULL);
+  const Layout l{v, 1};
+  const std::vector<char> poison(kBytes, kPoison);
+  CHECK(first_difference(dst.download(), expected(l, l, 4, -1, &poison)) == "");
+  CHECK(tempi::requests().empty());
+  MPI_Type_free(&v);
+}

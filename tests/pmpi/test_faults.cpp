@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,34 @@ int self_exchange(Message &m, MPI_Comm comm, int tag = 0) {
   if (int err = MPI_Irecv(m.dst.get(), m.l.count, m.l.type, 0, tag, comm, &reqs[0])) return err;
   if (int err = MPI_Isend(m.src.get(), m.l.count, m.l.type, 0, tag, comm, &reqs[1])) return err;
   return MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+}
+
+// The MPI library's error class for `m` sent by MPI_Ibsend with no buffer attached: a
+// deferred send of `m` by MPI_Ibsend fails with it when TEMPI posts its message.
+int ibsend_failure_class(const Message &m, MPI_Comm comm) {
+  std::vector<char> host(m.l.span());
+  MPI_Request lib = MPI_REQUEST_NULL;
+  return error_class(PMPI_Ibsend(host.data(), m.l.count, m.l.type, 0, 4, comm, &lib));
+}
+
+// A status full of garbage, so that a field the call leaves unwritten shows (0xa5: MPICH
+// keeps the cancelled flag in the lowest bit of a count word).
+MPI_Status garbage_status() {
+  MPI_Status st;
+  std::memset(&st, 0xa5, sizeof st);
+  return st;
+}
+
+// MPI's empty status (a request that carried no message), with error class `cls`.
+void check_empty_status(const MPI_Status &st, int cls) {
+  int count = -1, cancelled = -1;
+  CHECK(MPI_Get_count(&st, MPI_BYTE, &count) == MPI_SUCCESS);
+  CHECK(count == 0);
+  CHECK(MPI_Test_cancelled(&st, &cancelled) == MPI_SUCCESS);
+  CHECK(cancelled == 0);
+  CHECK(st.MPI_SOURCE == MPI_ANY_SOURCE);
+  CHECK(st.MPI_TAG == MPI_ANY_TAG);
+  CHECK(error_class(st.MPI_ERROR) == cls);
 }
 
 }  // namespace
@@ -255,5 +284,82 @@ TEST_CASE("the MPI library's error from a send TEMPI posts reaches the applicati
   CHECK(Staging::now() == before);
   CHECK(self_exchange(m, c.comm, 4) == MPI_SUCCESS);
   CHECK(m.check() == "");
+  release(m.l);
+}
+
+TEST_CASE("a send TEMPI could not post completes with an empty status and the library's error", "[faults]") {
+  // The calls that report a failed send alone (the library never saw its request): its
+  // status is MPI's empty one, not what the memory held, with the library's error in it.
+  Comm c;
+  Message m({vector2d(), 2}, 32);
+  const int library_class = ibsend_failure_class(m, c.comm);
+  REQUIRE(library_class != MPI_SUCCESS);
+  const Staging before = Staging::now();
+  const char *calls[] = {"MPI_Waitany", "MPI_Testany", "MPI_Waitsome", "MPI_Testsome"};
+  for (const std::string call : calls) {
+    INFO(call);
+    g_handled = 0;
+    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    REQUIRE(MPI_Ibsend(m.src.get(), m.l.count, m.l.type, 0, 4, c.comm, &reqs[1]) == MPI_SUCCESS);
+    MPI_Status st[2] = {garbage_status(), garbage_status()};
+    int index = -1, flag = 0, outcount = -1;
+    if (call == "MPI_Waitany") {
+      CHECK(error_class(MPI_Waitany(2, reqs, &index, &st[0])) == library_class);
+    } else if (call == "MPI_Testany") {
+      CHECK(error_class(MPI_Testany(2, reqs, &index, &flag, &st[0])) == library_class);
+      CHECK(flag == 1);
+    } else {
+      const int err = call == "MPI_Waitsome" ? MPI_Waitsome(2, reqs, &outcount, &index, st)
+                                             : MPI_Testsome(2, reqs, &outcount, &index, st);
+      CHECK(err == MPI_ERR_IN_STATUS);
+      CHECK(outcount == 1);
+    }
+    CHECK(index == 1);
+    check_empty_status(st[0], library_class);
+    CHECK(reqs[1] == MPI_REQUEST_NULL);
+    CHECK(g_handled == 1);  // the library raised it when TEMPI posted the message
+  }
+  // Statuses ignored: MPI_Waitsome and MPI_Testsome return the request's own error, as they
+  // do for TEMPI's errors, not MPI_ERR_IN_STATUS with no status to look in.
+  for (const bool wait : {true, false}) {
+    INFO((wait ? "MPI_Waitsome" : "MPI_Testsome") << ", statuses ignored");
+    MPI_Request send = MPI_REQUEST_NULL;
+    REQUIRE(MPI_Ibsend(m.src.get(), m.l.count, m.l.type, 0, 4, c.comm, &send) == MPI_SUCCESS);
+    int outcount = -1, index = -1;
+    const int err = wait ? MPI_Waitsome(1, &send, &outcount, &index, MPI_STATUSES_IGNORE)
+                         : MPI_Testsome(1, &send, &outcount, &index, MPI_STATUSES_IGNORE);
+    CHECK(error_class(err) == library_class);
+    CHECK(outcount == 1);
+    CHECK(index == 0);
+    CHECK(send == MPI_REQUEST_NULL);
+  }
+  CHECK(tempi::requests().empty());
+  CHECK(Staging::now() == before);
+  release(m.l);
+}
+
+TEST_CASE("MPI_Request_get_status of a send TEMPI could not post: complete, with an empty status", "[faults]") {
+  // The request lives on (MPI_Request_get_status frees nothing), so its error comes with the
+  // completion call that frees it; the status says complete, empty, without error.
+  Comm c;
+  Message m({vector2d(), 2}, 33);
+  const int library_class = ibsend_failure_class(m, c.comm);
+  REQUIRE(library_class != MPI_SUCCESS);
+  g_handled = 0;
+  const Staging before = Staging::now();
+  MPI_Request send = MPI_REQUEST_NULL;
+  REQUIRE(MPI_Ibsend(m.src.get(), m.l.count, m.l.type, 0, 4, c.comm, &send) == MPI_SUCCESS);
+  MPI_Status st = garbage_status();
+  int flag = 0;
+  CHECK(MPI_Request_get_status(send, &flag, &st) == MPI_SUCCESS);
+  CHECK(flag == 1);
+  check_empty_status(st, MPI_SUCCESS);
+  CHECK(g_handled == 1);
+  st = garbage_status();
+  CHECK(error_class(MPI_Wait(&send, &st)) == library_class);
+  check_empty_status(st, library_class);
+  CHECK(send == MPI_REQUEST_NULL);
+  CHECK(tempi::requests().empty());
+  CHECK(Staging::now() == before);
   release(m.l);
 }

@@ -208,6 +208,7 @@ class Completion {
   // (MPICH frees it twice and aborts). Refused with MPI_ERR_REQUEST instead. The handles
   // taken are sorted and the others looked up: long arrays with few tracked requests stay cheap.
   bool refuse_repeated(const char *call, const MPI_Request *reqs) {
+    if (entries_.size() == size_t(n_)) return false;  // each handle was found in the table once
     std::vector<std::pair<MPI_Request, size_t>> taken;  // a handle, its place in entries_
     for (size_t k = 0; k < entries_.size(); ++k) taken.emplace_back(entries_[k].handle, k);
     const auto by_handle = [](const std::pair<MPI_Request, size_t> &a, const std::pair<MPI_Request, size_t> &b) {

@@ -56,19 +56,34 @@ void post(DeferredSend &s) {
   s.packed = Fence{};  // device temporaries go back to their pools
 }
 
+// Whether this thread is inside the engine's work on its queue: posting a send (the
+// library may run the communicator's error handler) or raising an error. An MPI call made
+// from there comes back to the engine on this thread; it may queue a send, but it neither
+// issues nor posts (the outer call is in the middle of both, and posting from inside
+// would reorder sends or post one twice): the outer call posts it before it returns.
+thread_local int t_engine_depth = 0;
+struct Reentry {
+  Reentry() { ++t_engine_depth; }
+  ~Reentry() { --t_engine_depth; }
+  Reentry(const Reentry &) = delete;
+  Reentry &operator=(const Reentry &) = delete;
+};
+bool reentered() { return t_engine_depth > 0; }
+
 }  // namespace
 
 void Engine::add(std::shared_ptr<DeferredSend> s) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   const bool large = s->plan.packed_size() >= kIssueAtOnceBytes;
   queued_.push_back(std::move(s));
   unposted_.fetch_add(1, std::memory_order_release);
-  if (large) issue_locked();
+  if (large && !reentered()) issue_locked();
 }
 
 // Issues every queued pack: one backend call per GPU, so that they launch together.
 void Engine::issue_locked() {
   if (queued_.empty()) return;
+  const Reentry inside;
   // The packs run on this thread's stream, which does not follow another thread's deferred
   // MPI_Pack or MPI_Unpack (TEMPI_DEFER_PACK) that may have written a send buffer.
   settle_other_threads();
@@ -110,6 +125,7 @@ void Engine::issue_locked() {
 // A send whose pack is not done stops the posting of later ones, so that messages
 // reach the library in the order the application started them.
 void Engine::post_ready_locked(bool wait) {
+  const Reentry inside;
   Backend &b = gpu_backend();
   const void *finished = nullptr;  // the last fence found complete: sends of one batch share it
   size_t done = 0;
@@ -143,13 +159,14 @@ void Engine::post_ready_locked(bool wait) {
 }
 
 void Engine::poll() {
-  if (!busy()) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  if (!busy() || reentered()) return;
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   post_ready_locked(false);
 }
 
 void Engine::flush() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  if (reentered()) return;
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   issue_locked();
   post_ready_locked(true);
 }
@@ -160,10 +177,10 @@ void Engine::before_send(MPI_Comm comm, int dest) {
 }
 
 void Engine::before_queued_send(MPI_Comm comm, int dest) {
-  if (!busy()) return;
+  if (!busy() || reentered()) return;
   bool earlier = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
     for (const auto *list : {&queued_, &packing_})
       for (const auto &s : *list) earlier = earlier || (s->dest == dest && same_comm(s->comm, comm));
   }

@@ -75,7 +75,10 @@ class Engine {
   void issue_locked();
   void post_ready_locked(bool wait);
 
-  std::mutex mutex_;
+  // Recursive, and held while the library is called (posting keeps the application's send
+  // order) and while errors are raised: an error handler, or a tool below TEMPI, may make
+  // an MPI call that comes back here on the same thread (see Reentry in engine.cpp).
+  std::recursive_mutex mutex_;
   std::vector<std::shared_ptr<DeferredSend>> queued_;   // packs not issued, in start order
   std::vector<std::shared_ptr<DeferredSend>> packing_;  // issued, not posted, in start order
   std::atomic<size_t> unposted_{0};

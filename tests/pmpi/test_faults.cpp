@@ -25,7 +25,11 @@ using tempi::EmulatedFault;
 namespace {
 
 int g_handled = 0;  // error handler calls on the test communicator
-void on_error(MPI_Comm *, int *, ...) { ++g_handled; }
+bool g_handler_calls_mpi = false;  // the handler makes an MPI call of its own, as applications' do
+void on_error(MPI_Comm *, int *, ...) {
+  ++g_handled;
+  if (g_handler_calls_mpi) MPI_Barrier(MPI_COMM_SELF);
+}
 
 int error_class(int err) {
   int cls = MPI_SUCCESS;
@@ -282,6 +286,23 @@ TEST_CASE("the MPI library's error from a send TEMPI posts reaches the applicati
   CHECK(error_class(MPI_Bsend(m.src.get(), m.l.count, m.l.type, 0, 4, c.comm)) == library_class);
   CHECK(g_handled == 1);
   CHECK(Staging::now() == before);
+  CHECK(self_exchange(m, c.comm, 4) == MPI_SUCCESS);
+  CHECK(m.check() == "");
+  release(m.l);
+}
+
+TEST_CASE("an error handler that makes MPI calls while TEMPI posts a send", "[faults]") {
+  // The library's error for a send TEMPI posts runs the communicator's handler inside
+  // TEMPI's posting; the handler's own MPI call comes back into TEMPI on the same thread.
+  Comm c;
+  Message m({vector2d(), 2}, 33);
+  g_handler_calls_mpi = true;
+  MPI_Request send = MPI_REQUEST_NULL;
+  REQUIRE(MPI_Ibsend(m.src.get(), m.l.count, m.l.type, 0, 4, c.comm, &send) == MPI_SUCCESS);
+  CHECK(MPI_Wait(&send, MPI_STATUS_IGNORE) != MPI_SUCCESS);
+  g_handler_calls_mpi = false;
+  CHECK(g_handled == 1);
+  CHECK(tempi::requests().empty());
   CHECK(self_exchange(m, c.comm, 4) == MPI_SUCCESS);
   CHECK(m.check() == "");
   release(m.l);

@@ -17,6 +17,7 @@
 #include <cstddef>
 
 #include "engine.hpp"
+#include "log.hpp"
 #include "forward.hpp"
 
 static_assert(sizeof(MPI_Fint) == sizeof(MPI_Request) && sizeof(MPI_Fint) == sizeof(MPI_Datatype),
@@ -44,6 +45,13 @@ void set_error(MPI_Fint *ierror, int err) {
 }
 MPI_Fint logical(int flag) { return flag ? 1 : 0; }
 MPI_Fint fortran_index(int index) { return index == MPI_UNDEFINED ? index : index + 1; }
+// MPI_Waitsome/MPI_Testsome's outputs, 1-based, where the call wrote them (it succeeded or
+// reported errors per request): an error of the call itself leaves the caller's arrays alone.
+void some_back(int err, int out, MPI_Fint *outcount, MPI_Fint *indices) {
+  if (err != MPI_SUCCESS && err != MPI_ERR_IN_STATUS) return;
+  *outcount = out;
+  for (int k = 0; out != MPI_UNDEFINED && k < out; ++k) indices[k] = fortran_index(indices[k]);
+}
 
 }  // namespace
 
@@ -66,8 +74,9 @@ void mpi_waitany_f08_(MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *index, MPI_F08_
 
 void mpi_waitsome_f08_(MPI_Fint *incount, MPI_Fint *reqs, MPI_Fint *outcount, MPI_Fint *indices,
                        MPI_F08_status *sts, MPI_Fint *ierror) {
-  const int err = TEMPI_WRAPPER(MPI_Waitsome)(*incount, requests(reqs), outcount, indices, statuses(sts));
-  for (int k = 0; *outcount != MPI_UNDEFINED && k < *outcount; ++k) indices[k] = fortran_index(indices[k]);
+  int out = MPI_UNDEFINED;
+  const int err = TEMPI_WRAPPER(MPI_Waitsome)(*incount, requests(reqs), &out, indices, statuses(sts));
+  some_back(err, out, outcount, indices);
   set_error(ierror, err);
 }
 
@@ -96,8 +105,9 @@ void mpi_testany_f08_(MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *index, MPI_Fint
 
 void mpi_testsome_f08_(MPI_Fint *incount, MPI_Fint *reqs, MPI_Fint *outcount, MPI_Fint *indices,
                        MPI_F08_status *sts, MPI_Fint *ierror) {
-  const int err = TEMPI_WRAPPER(MPI_Testsome)(*incount, requests(reqs), outcount, indices, statuses(sts));
-  for (int k = 0; *outcount != MPI_UNDEFINED && k < *outcount; ++k) indices[k] = fortran_index(indices[k]);
+  int out = MPI_UNDEFINED;
+  const int err = TEMPI_WRAPPER(MPI_Testsome)(*incount, requests(reqs), &out, indices, statuses(sts));
+  some_back(err, out, outcount, indices);
   set_error(ierror, err);
 }
 
@@ -134,42 +144,55 @@ void mpi_type_free_f08_(MPI_Fint *type, MPI_Fint *ierror) {
 // wrap_sync.cpp): the same, then MPICH's f08 code with the caller's arguments as they
 // are. Every argument is a pointer, but the hidden length of a CHARACTER argument.
 using Arg = void *;
-#define TEMPI_F08_FLUSHING(name, params, args)  \
-  extern "C" void pmpir_##name##_f08_ params __attribute__((weak)); \
-  extern "C" void mpi_##name##_f08_ params {    \
-    tempi::flush_sends();                       \
-    pmpir_##name##_f08_ args;                   \
+namespace {
+void continuation_missing(const char *name, MPI_Fint *ierr) {
+  TEMPI_LOG(Error, "MPICH's mpi_f08 code for %s is not in this program (a static libmpichfort? link the shared "
+            "one): the call fails", name);
+  if (ierr) *ierr = MPI_ERR_INTERN;
+}
+}  // namespace
+// A static libmpichfort keeps the pmpir_ continuations in an object nothing pulls in (the
+// references are weak): the call then fails with one error line instead of crashing. Its
+// error argument is the last pointer (`ierr`).
+#define TEMPI_F08_FLUSHING(name, params, args, ierr)                                                    \
+  extern "C" void pmpir_##name##_f08_ params __attribute__((weak));                                     \
+  extern "C" void mpi_##name##_f08_ params {                                                            \
+    tempi::flush_sends();                                                                               \
+    if (pmpir_##name##_f08_)                                                                            \
+      pmpir_##name##_f08_ args;                                                                         \
+    else                                                                                                \
+      continuation_missing("MPI_" #name, static_cast<MPI_Fint *>(ierr));                               \
   }
 
-TEMPI_F08_FLUSHING(probe, (Arg a, Arg b, Arg c, Arg d, Arg e), (a, b, c, d, e))
-TEMPI_F08_FLUSHING(iprobe, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f), (a, b, c, d, e, f))
-TEMPI_F08_FLUSHING(mprobe, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f), (a, b, c, d, e, f))
-TEMPI_F08_FLUSHING(improbe, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, Arg g), (a, b, c, d, e, f, g))
-TEMPI_F08_FLUSHING(barrier, (Arg a, Arg b), (a, b))
-TEMPI_F08_FLUSHING(buffer_detach, (Arg a, Arg b, Arg c), (a, b, c))
-TEMPI_F08_FLUSHING(comm_dup, (Arg a, Arg b, Arg c), (a, b, c))
-TEMPI_F08_FLUSHING(comm_split, (Arg a, Arg b, Arg c, Arg d, Arg e), (a, b, c, d, e))
-TEMPI_F08_FLUSHING(comm_create, (Arg a, Arg b, Arg c, Arg d), (a, b, c, d))
-TEMPI_F08_FLUSHING(comm_free, (Arg a, Arg b), (a, b))
-TEMPI_F08_FLUSHING(comm_split_type, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f), (a, b, c, d, e, f))
-TEMPI_F08_FLUSHING(comm_create_group, (Arg a, Arg b, Arg c, Arg d, Arg e), (a, b, c, d, e))
-TEMPI_F08_FLUSHING(comm_disconnect, (Arg a, Arg b), (a, b))
-TEMPI_F08_FLUSHING(intercomm_create, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, Arg g), (a, b, c, d, e, f, g))
-TEMPI_F08_FLUSHING(intercomm_merge, (Arg a, Arg b, Arg c, Arg d), (a, b, c, d))
-TEMPI_F08_FLUSHING(cart_create, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, Arg g), (a, b, c, d, e, f, g))
-TEMPI_F08_FLUSHING(cart_sub, (Arg a, Arg b, Arg c, Arg d), (a, b, c, d))
-TEMPI_F08_FLUSHING(graph_create, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, Arg g), (a, b, c, d, e, f, g))
+TEMPI_F08_FLUSHING(probe, (Arg a, Arg b, Arg c, Arg d, Arg e), (a, b, c, d, e), e)
+TEMPI_F08_FLUSHING(iprobe, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f), (a, b, c, d, e, f), f)
+TEMPI_F08_FLUSHING(mprobe, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f), (a, b, c, d, e, f), f)
+TEMPI_F08_FLUSHING(improbe, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, Arg g), (a, b, c, d, e, f, g), g)
+TEMPI_F08_FLUSHING(barrier, (Arg a, Arg b), (a, b), b)
+TEMPI_F08_FLUSHING(buffer_detach, (Arg a, Arg b, Arg c), (a, b, c), c)
+TEMPI_F08_FLUSHING(comm_dup, (Arg a, Arg b, Arg c), (a, b, c), c)
+TEMPI_F08_FLUSHING(comm_split, (Arg a, Arg b, Arg c, Arg d, Arg e), (a, b, c, d, e), e)
+TEMPI_F08_FLUSHING(comm_create, (Arg a, Arg b, Arg c, Arg d), (a, b, c, d), d)
+TEMPI_F08_FLUSHING(comm_free, (Arg a, Arg b), (a, b), b)
+TEMPI_F08_FLUSHING(comm_split_type, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f), (a, b, c, d, e, f), f)
+TEMPI_F08_FLUSHING(comm_create_group, (Arg a, Arg b, Arg c, Arg d, Arg e), (a, b, c, d, e), e)
+TEMPI_F08_FLUSHING(comm_disconnect, (Arg a, Arg b), (a, b), b)
+TEMPI_F08_FLUSHING(intercomm_create, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, Arg g), (a, b, c, d, e, f, g), g)
+TEMPI_F08_FLUSHING(intercomm_merge, (Arg a, Arg b, Arg c, Arg d), (a, b, c, d), d)
+TEMPI_F08_FLUSHING(cart_create, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, Arg g), (a, b, c, d, e, f, g), g)
+TEMPI_F08_FLUSHING(cart_sub, (Arg a, Arg b, Arg c, Arg d), (a, b, c, d), d)
+TEMPI_F08_FLUSHING(graph_create, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, Arg g), (a, b, c, d, e, f, g), g)
 TEMPI_F08_FLUSHING(dist_graph_create, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, Arg g, Arg h, Arg i, Arg j),
-                   (a, b, c, d, e, f, g, h, i, j))
+                   (a, b, c, d, e, f, g, h, i, j), j)
 TEMPI_F08_FLUSHING(dist_graph_create_adjacent,
                    (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, Arg g, Arg h, Arg i, Arg j, Arg k),
-                   (a, b, c, d, e, f, g, h, i, j, k))
-TEMPI_F08_FLUSHING(win_allocate, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, Arg g), (a, b, c, d, e, f, g))
-TEMPI_F08_FLUSHING(win_fence, (Arg a, Arg b, Arg c), (a, b, c))
-TEMPI_F08_FLUSHING(win_free, (Arg a, Arg b), (a, b))
+                   (a, b, c, d, e, f, g, h, i, j, k), k)
+TEMPI_F08_FLUSHING(win_allocate, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, Arg g), (a, b, c, d, e, f, g), g)
+TEMPI_F08_FLUSHING(win_fence, (Arg a, Arg b, Arg c), (a, b, c), c)
+TEMPI_F08_FLUSHING(win_free, (Arg a, Arg b), (a, b), b)
 TEMPI_F08_FLUSHING(file_open, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, size_t filename_length),
-                   (a, b, c, d, e, f, filename_length))
-TEMPI_F08_FLUSHING(file_close, (Arg a, Arg b), (a, b))
+                   (a, b, c, d, e, f, filename_length), f)
+TEMPI_F08_FLUSHING(file_close, (Arg a, Arg b), (a, b), b)
 #undef TEMPI_F08_FLUSHING
 
 // What linked.cpp refers to, so that the link recipes' --require-defined pulls this file

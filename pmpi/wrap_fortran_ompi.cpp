@@ -520,6 +520,9 @@ TEMPI_F_FLUSHING(TEMPI_F, win_create, Win_create, (Arg a, Arg b, Arg c, Arg d, A
                  (a, b, c, d, e, f, ierr))
 TEMPI_F_FLUSHING(TEMPI_F, win_allocate, Win_allocate, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, F *ierr),
                  (a, b, c, d, e, f, ierr))
+// use mpi with a TYPE(C_PTR) base address reaches MPI_Win_allocate through its own entry point.
+TEMPI_F_FLUSHING(TEMPI_F, win_allocate_cptr, Win_allocate_cptr, (Arg a, Arg b, Arg c, Arg d, Arg e, Arg f, F *ierr),
+                 (a, b, c, d, e, f, ierr))
 TEMPI_F_FLUSHING(TEMPI_F, win_free, Win_free, (Arg a, F *ierr), (a, ierr))
 TEMPI_F_FLUSHING(TEMPI_F, win_fence, Win_fence, (Arg a, Arg b, F *ierr), (a, b, ierr))
 TEMPI_F_FLUSHING(TEMPI_F, file_open, File_open, (Arg a, Arg b, Arg c, Arg d, Arg e, F *ierr, size_t name_length),

@@ -1,8 +1,12 @@
 // Communicator, topology, window and file calls that may wait for other processes:
 // like wrap_progress.cpp, TEMPI intercepts them only to post every deferred send first
 // (engine.hpp), then forwards the user's arguments unchanged.
+#include <mutex>
+
+#include "config.hpp"
 #include "engine.hpp"
 #include "forward.hpp"
+#include "log.hpp"
 
 using namespace tempi;
 
@@ -98,5 +102,22 @@ int TEMPI_WRAPPER(MPI_File_close)(MPI_File *fh) {
   flush_sends();
   return TEMPI_NEXT(MPI_File_close)(fh);
 }
+
+#if MPI_VERSION >= 4
+// MPI-4 sessions: TEMPI starts at MPI_Init or MPI_Init_thread, so a program that opens only
+// sessions is not accelerated. Said once, since its GPU buffers then reach the MPI library
+// as they are, which only a CUDA-aware library can read.
+int TEMPI_WRAPPER(MPI_Session_init)(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session) {
+  int initialized = 0;
+  PMPI_Initialized(&initialized);
+  static std::once_flag said;
+  if (!initialized && !config().disabled)
+    std::call_once(said, [] {
+      TEMPI_LOG(Warn, "MPI_Session_init before MPI_Init: TEMPI starts at MPI_Init, so until then GPU buffers reach "
+                "the MPI library unhandled (docs/using.md, \"What is accelerated\")");
+    });
+  return TEMPI_NEXT(MPI_Session_init)(info, errhandler, session);
+}
+#endif
 
 }  // extern "C"

@@ -98,6 +98,29 @@ program every_call
   call MPI_Sendrecv_replace(dr, m, MPI_INTEGER, peer, 21, peer, 21, world, st, ierr)
   call same('MPI_Sendrecv_replace', 0)
 
+#ifdef TEMPI_TEST_F08
+  ! The same GPU request twice in MPI_Waitsome (a strided receive, which TEMPI tracks with
+  ! any library): TEMPI refuses the call and leaves the indices as they were (MPICH's module
+  ! writes outcount from its own temporary whatever the call returns).
+  call MPI_Type_vector(m, 1, 2, MPI_INTEGER, types(1), ierr)
+  call MPI_Type_commit(types(1), ierr)
+  call MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN, ierr)
+  call MPI_Irecv(dr, 1, types(1), peer, 25, world, reqs(1), ierr)
+  reqs(2) = reqs(1)
+  counts = [7, 9]
+  call MPI_Waitsome(2, reqs, k, counts, MPI_STATUSES_IGNORE, ierr)
+  if (ierr == MPI_SUCCESS .or. any(counts /= [7, 9])) then
+    print *, 'FAIL: MPI_Waitsome with a request twice: ierr', ierr, 'indices', counts
+    failures = failures + 1
+  end if
+  call MPI_Comm_set_errhandler(world, MPI_ERRORS_ARE_FATAL, ierr)
+  call MPI_Send(ds, m, MPI_INTEGER, peer, 25, world, ierr)
+  call MPI_Wait(reqs(1), MPI_STATUS_IGNORE, ierr)
+  call MPI_Type_free(types(1), ierr)
+  hr(1:2 * m - 1:2) = [(1000 * peer + pos, pos = 1, m)]
+  call same('MPI_Waitsome refused, then MPI_Wait', 0)
+#endif
+
   ! Probes, then receives into the GPU (matched ones too).
   do k = 1, 4
     call MPI_Send(hs, m, MPI_INTEGER, peer, 30 + k, world, ierr)

@@ -21,23 +21,33 @@ void LocalWork::add(const Fence &f, int device) {
   count_.store(entries_.size(), std::memory_order_release);
 }
 
+// The entries stay listed until waited for: a call on another thread that comes meanwhile
+// must wait for them too (it may be ordered after the work by the application), not find
+// nothing pending and read the buffers early.
 void LocalWork::settle_if(bool others_only) {
-  std::vector<Entry> mine;
+  std::vector<Entry> waited;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::thread::id me = std::this_thread::get_id();
-    std::vector<Entry> keep;
-    for (Entry &e : entries_) (others_only && e.thread == me ? keep : mine).push_back(std::move(e));
-    entries_.swap(keep);
-    count_.store(entries_.size(), std::memory_order_release);
+    for (const Entry &e : entries_)
+      if (!others_only || e.thread != me) waited.push_back(e);
   }
   Backend &b = gpu_backend();
-  for (Entry &e : mine) {
+  for (const Entry &e : waited) {
     const int previous = e.device >= 0 ? b.use_device(e.device) : -1;
     // A failed kernel was reported by the call that launched it; the wait clears it.
     if (b.wait(e.fence) != Status::Ok) TEMPI_LOG(Error, "a deferred MPI_Pack/MPI_Unpack kernel failed");
     if (previous >= 0) b.use_device(previous);
   }
+  if (waited.empty()) return;
+  // Only entries that still hold a waited fence go: one that add() replaced meanwhile
+  // holds later work.
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto was_waited = [&](const Entry &e) {
+    return std::any_of(waited.begin(), waited.end(), [&](const Entry &w) { return w.fence.state == e.fence.state; });
+  };
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), was_waited), entries_.end());
+  count_.store(entries_.size(), std::memory_order_release);
 }
 
 void LocalWork::settle_other_threads() { settle_if(true); }

@@ -3,11 +3,36 @@
 #include <algorithm>
 #include <climits>
 #include <unordered_map>
+#include <utility>
 
+#include "errors.hpp"
 #include "log.hpp"
 #include "overlap.hpp"
 
 namespace tempi {
+
+namespace {
+
+thread_local Status t_failure = Status::Ok;  // raise_deferred_failure's
+
+void keep_failure(Status st) {
+  if (t_failure == Status::Ok) t_failure = st;
+}
+
+}  // namespace
+
+int raise_deferred_failure(MPI_Comm comm, const char *call) {
+  if (t_failure == Status::Ok) return MPI_SUCCESS;
+  const Status st = std::exchange(t_failure, Status::Ok);
+  return raise_error(comm, error_class_of(st), "%s: deferred MPI_Pack/MPI_Unpack work of this thread failed: %s",
+                     call, to_string(st));
+}
+
+void log_deferred_failure() {
+  if (t_failure == Status::Ok) return;
+  TEMPI_LOG(Error, "deferred MPI_Pack/MPI_Unpack work of this thread failed: %s",
+            to_string(std::exchange(t_failure, Status::Ok)));
+}
 
 void LocalWork::add(const Fence &f, int device) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -35,8 +60,8 @@ void LocalWork::settle_if(bool others_only) {
   Backend &b = gpu_backend();
   for (const Entry &e : waited) {
     const int previous = e.device >= 0 ? b.use_device(e.device) : -1;
-    // A failed kernel was reported by the call that launched it; the wait clears it.
-    if (b.wait(e.fence) != Status::Ok) TEMPI_LOG(Error, "a deferred MPI_Pack/MPI_Unpack kernel failed");
+    // A kernel that failed after its call returned (the wait clears CUDA's error).
+    if (const Status st = b.wait(e.fence); st != Status::Ok) keep_failure(st);
     if (previous >= 0) b.use_device(previous);
   }
   if (waited.empty()) return;
@@ -152,10 +177,9 @@ void launch_queue() {
   Fence done;
   const Status st = batch.front().m.to_packed ? b.pack_async(jobs, done) : b.unpack_async(jobs, done);
   if (previous >= 0) b.use_device(previous);
-  // The MPI calls that queued these moves returned long ago: nobody is left to take an
-  // error code, so the failure is logged where it is decided.
+  // The MPI calls that queued these moves have returned: a later call raises the failure.
   if (st != Status::Ok)
-    TEMPI_LOG(Error, "%zu deferred MPI_Pack/MPI_Unpack moves could not be launched: %s", batch.size(), to_string(st));
+    keep_failure(st);
   else
     local_work().add(done, device);
 }

@@ -167,6 +167,7 @@ int TEMPI_WRAPPER(MPI_Pack)(const void *inbuf, int incount, MPI_Datatype datatyp
   std::shared_ptr<const TypeInfo> info;
   if (const int err = check_args(comm, "MPI_Pack", incount, datatype, outsize, "outsize", position, inbuf, outbuf, info))
     return err;
+  if (const int err = raise_deferred_failure(comm, "MPI_Pack")) return err;
   // Checked before any path writes: the host image of a GPU output buffer holds outsize bytes.
   const int64_t bytes = info->size * incount;
   if (*position < 0 || *position + bytes > outsize)
@@ -200,6 +201,7 @@ int TEMPI_WRAPPER(MPI_Unpack)(const void *inbuf, int insize, int *position, void
   std::shared_ptr<const TypeInfo> info;
   if (const int err = check_args(comm, "MPI_Unpack", outcount, datatype, insize, "insize", position, outbuf, inbuf, info))
     return err;
+  if (const int err = raise_deferred_failure(comm, "MPI_Unpack")) return err;
   // Checked before any path writes: a short input would unpack part of the object.
   const int64_t bytes = info->size * outcount;
   if (*position < 0 || *position + bytes > insize)

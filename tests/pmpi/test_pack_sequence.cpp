@@ -16,6 +16,9 @@
 
 #include "backend.hpp"
 #include "local_work.hpp"
+#if !defined(P2P_REAL_GPU)
+#include "emulated_faults.hpp"
+#endif
 #include "p2p_main.hpp"
 #include "p2p_support.hpp"
 #if defined(P2P_REAL_GPU)
@@ -506,6 +509,32 @@ TEST_CASE("a pack another thread is waiting for still holds back a third thread'
   CHECK(first_difference(seen, want) == "");
   MPI_Type_free(&v);
 }
+
+#if !defined(P2P_REAL_GPU)
+TEST_CASE("a queued pack that fails to launch is raised by the thread's next MPI_Pack", "[sequence][faults]") {
+  const char *mode = std::getenv("TEMPI_DEFER_PACK");
+  if (!mode || std::atoi(mode) < 2) return;  // packs are launched by their own call
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  const int bytes = 256;
+  const auto object = on_gpu(pattern(size_t(bytes), 85)), packed = on_gpu(std::vector<char>(size_t(bytes), kPoison));
+  int pos = 0, flag = 0;
+  REQUIRE(MPI_Pack(object->get(), bytes, MPI_BYTE, packed->get(), bytes, &pos, comm) == MPI_SUCCESS);
+  tempi::emulated_fail_nth(tempi::EmulatedFault::Launch, 1);
+  REQUIRE(MPI_Iprobe(MPI_ANY_SOURCE, 12345, comm, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS);  // launches, fails
+  pos = 0;
+  const int err = MPI_Pack(object->get(), bytes, MPI_BYTE, packed->get(), bytes, &pos, comm);
+  int cls = MPI_SUCCESS;
+  MPI_Error_class(err, &cls);
+  CHECK(cls == MPI_ERR_INTERN);
+  CHECK(pos == 0);
+  CHECK(MPI_Pack(object->get(), bytes, MPI_BYTE, packed->get(), bytes, &pos, comm) == MPI_SUCCESS);  // raised once
+  MPI_Comm_free(&comm);
+  device_synchronize();
+  CHECK(first_difference(packed->download(), pattern(size_t(bytes), 85)) == "");
+}
+#endif
 
 int main(int argc, char **argv) {
 #if defined(P2P_REAL_GPU)

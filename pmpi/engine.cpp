@@ -159,6 +159,7 @@ void Engine::post_ready_locked(bool wait) {
 }
 
 void Engine::poll() {
+  launch_own_moves();
   if (!busy() || reentered()) return;
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   post_ready_locked(false);

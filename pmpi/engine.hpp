@@ -7,7 +7,9 @@
 // together, with one synchronization.
 //
 // When the engine must run:
-//   poll()   posts the sends whose packs finished; never waits (MPI_Isend, MPI_Irecv).
+//   poll()   launches this thread's queued MPI_Pack moves (local_work.hpp) and posts the
+//            sends whose packs finished; never waits (MPI_Isend, MPI_Irecv, nonblocking
+//            collectives, MPI_Start).
 //   flush()  issues every queued pack, waits for them and posts every message. Every
 //            call that may block on another process runs it first (completion calls,
 //            blocking point-to-point, probes, collectives, communicator creation and
@@ -96,7 +98,7 @@ bool p2p_queued();
 void p2p_post_queued(MPI_Comm comm, int dest);
 
 inline void flush_sends() {
-  if (moves_queued()) launch_queued_moves();
+  launch_own_moves();
   if (engine().busy()) engine().flush();
   if (p2p_queued()) p2p_post_queued(MPI_COMM_NULL, MPI_ANY_SOURCE);
 }

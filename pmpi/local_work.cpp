@@ -3,11 +3,36 @@
 #include <algorithm>
 #include <climits>
 #include <unordered_map>
+#include <utility>
 
+#include "errors.hpp"
 #include "log.hpp"
 #include "overlap.hpp"
 
 namespace tempi {
+
+namespace {
+
+thread_local Status t_failure = Status::Ok;  // raise_deferred_failure's
+
+void keep_failure(Status st) {
+  if (t_failure == Status::Ok) t_failure = st;
+}
+
+}  // namespace
+
+int raise_deferred_failure(MPI_Comm comm, const char *call) {
+  if (t_failure == Status::Ok) return MPI_SUCCESS;
+  const Status st = std::exchange(t_failure, Status::Ok);
+  return raise_error(comm, error_class_of(st), "%s: deferred MPI_Pack/MPI_Unpack work of this thread failed: %s",
+                     call, to_string(st));
+}
+
+void log_deferred_failure() {
+  if (t_failure == Status::Ok) return;
+  TEMPI_LOG(Error, "deferred MPI_Pack/MPI_Unpack work of this thread failed: %s",
+            to_string(std::exchange(t_failure, Status::Ok)));
+}
 
 void LocalWork::add(const Fence &f, int device) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -21,23 +46,33 @@ void LocalWork::add(const Fence &f, int device) {
   count_.store(entries_.size(), std::memory_order_release);
 }
 
+// The entries stay listed until waited for: a call on another thread that comes meanwhile
+// must wait for them too (it may be ordered after the work by the application), not find
+// nothing pending and read the buffers early.
 void LocalWork::settle_if(bool others_only) {
-  std::vector<Entry> mine;
+  std::vector<Entry> waited;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::thread::id me = std::this_thread::get_id();
-    std::vector<Entry> keep;
-    for (Entry &e : entries_) (others_only && e.thread == me ? keep : mine).push_back(std::move(e));
-    entries_.swap(keep);
-    count_.store(entries_.size(), std::memory_order_release);
+    for (const Entry &e : entries_)
+      if (!others_only || e.thread != me) waited.push_back(e);
   }
   Backend &b = gpu_backend();
-  for (Entry &e : mine) {
+  for (const Entry &e : waited) {
     const int previous = e.device >= 0 ? b.use_device(e.device) : -1;
-    // A failed kernel was reported by the call that launched it; the wait clears it.
-    if (b.wait(e.fence) != Status::Ok) TEMPI_LOG(Error, "a deferred MPI_Pack/MPI_Unpack kernel failed");
+    // A kernel that failed after its call returned (the wait clears CUDA's error).
+    if (const Status st = b.wait(e.fence); st != Status::Ok) keep_failure(st);
     if (previous >= 0) b.use_device(previous);
   }
+  if (waited.empty()) return;
+  // Only entries that still hold a waited fence go: one that add() replaced meanwhile
+  // holds later work.
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto was_waited = [&](const Entry &e) {
+    return std::any_of(waited.begin(), waited.end(), [&](const Entry &w) { return w.fence.state == e.fence.state; });
+  };
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), was_waited), entries_.end());
+  count_.store(entries_.size(), std::memory_order_release);
 }
 
 void LocalWork::settle_other_threads() { settle_if(true); }
@@ -142,10 +177,9 @@ void launch_queue() {
   Fence done;
   const Status st = batch.front().m.to_packed ? b.pack_async(jobs, done) : b.unpack_async(jobs, done);
   if (previous >= 0) b.use_device(previous);
-  // The MPI calls that queued these moves returned long ago: nobody is left to take an
-  // error code, so the failure is logged where it is decided.
+  // The MPI calls that queued these moves have returned: a later call raises the failure.
   if (st != Status::Ok)
-    TEMPI_LOG(Error, "%zu deferred MPI_Pack/MPI_Unpack moves could not be launched: %s", batch.size(), to_string(st));
+    keep_failure(st);
   else
     local_work().add(done, device);
 }

@@ -9,6 +9,8 @@
 //                           MPI_Finalize.
 #pragma once
 
+#include <mpi.h>
+
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -65,11 +67,24 @@ Status join_open_move(QueuedMove m);
 // closing the other: what every MPI call that hands GPU data on does first.
 bool moves_queued();
 void launch_queued_moves();
+// The first thing of every intercepted call that may hand data on or complete a request
+// (docs/using.md: queued packs are complete for the thread's later such calls and for
+// work after them), also where the call itself touches no GPU data.
+inline void launch_own_moves() {
+  if (moves_queued()) launch_queued_moves();
+}
+
+// A launch of queued moves, or a wait for deferred work, that failed where no call could
+// return the error (the calls that issued the work had returned): the first such failure
+// seen on this thread is kept until this thread's next MPI_Pack or MPI_Unpack raises it
+// on its communicator (MPI_SUCCESS: none). MPI_Finalize logs one left untaken.
+int raise_deferred_failure(MPI_Comm comm, const char *call);
+void log_deferred_failure();
 
 // For calls about to work on GPU data: this thread's queued moves launched, and what
 // other threads left pending waited for.
 inline void settle_other_threads() {
-  if (moves_queued()) launch_queued_moves();
+  launch_own_moves();
   if (local_work().pending()) local_work().settle_other_threads();
 }
 

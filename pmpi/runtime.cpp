@@ -127,6 +127,7 @@ void stop() {
   zero_copy_drain();  // persistent collectives' starts and zero-copy messages in flight
   requests().drain_detached();  // requests the application freed must still finish (posts deferred sends)
   local_work().settle();  // launches this thread's queued moves too
+  log_deferred_failure();
   gpu_sharing().leave();
   TEMPI_LOG(Info, "%llu GPU synchronizations in this process",
             static_cast<unsigned long long>(gpu_backend().synchronizations()));

@@ -1,8 +1,10 @@
-// Every call that can complete a request. While TEMPI tracks no request they forward
-// at once. Otherwise the engine first posts every deferred send (engine.hpp), the
-// tracked entries among the call's requests are taken out of the table, and the library
-// gets a copy of the array in which each deferred send's generalized request is replaced
-// by the library's own request for it. After the call, the receives it completed are
+// Every call that can complete a request. Each first launches this thread's queued
+// MPI_Pack moves (local_work.hpp), whatever the requests: the packed output is complete for
+// the call and for work after it. While TEMPI tracks no request they then forward at
+// once. Otherwise the engine first posts every deferred send (engine.hpp), the tracked
+// entries among the call's requests are taken out of the table, and the library gets a
+// copy of the array in which each deferred send's generalized request is replaced by the
+// library's own request for it. After the call, the receives it completed are
 // unpacked together (one wait per GPU), completed sends release their staging and their
 // generalized requests, and the rest go back to the table.
 //
@@ -313,6 +315,7 @@ using namespace tempi;
 extern "C" {
 
 int TEMPI_WRAPPER(MPI_Wait)(MPI_Request *request, MPI_Status *status) {
+  launch_own_moves();
   if (!tracking(1, request)) return TEMPI_NEXT(MPI_Wait)(request, status);
   Completion c("MPI_Wait", 1, request);
   if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Wait)(request, status);
@@ -329,6 +332,7 @@ int TEMPI_WRAPPER(MPI_Wait)(MPI_Request *request, MPI_Status *status) {
 }
 
 int TEMPI_WRAPPER(MPI_Test)(MPI_Request *request, int *flag, MPI_Status *status) {
+  launch_own_moves();
   if (!tracking(1, request, {flag})) return TEMPI_NEXT(MPI_Test)(request, flag, status);
   Completion c("MPI_Test", 1, request);
   if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Test)(request, flag, status);
@@ -340,6 +344,7 @@ int TEMPI_WRAPPER(MPI_Test)(MPI_Request *request, int *flag, MPI_Status *status)
 }
 
 int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status statuses[]) {
+  launch_own_moves();
   if (!tracking(count, requests_)) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
   Completion c("MPI_Waitall", count, requests_);
   if (const int err = c.refused()) return err;
@@ -357,6 +362,7 @@ int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status st
 }
 
 int TEMPI_WRAPPER(MPI_Testall)(int count, MPI_Request requests_[], int *flag, MPI_Status statuses[]) {
+  launch_own_moves();
   if (!tracking(count, requests_, {flag})) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
   Completion c("MPI_Testall", count, requests_);
   if (const int err = c.refused()) return err;
@@ -370,6 +376,7 @@ int TEMPI_WRAPPER(MPI_Testall)(int count, MPI_Request requests_[], int *flag, MP
 }
 
 int TEMPI_WRAPPER(MPI_Waitany)(int count, MPI_Request requests_[], int *index, MPI_Status *status) {
+  launch_own_moves();
   if (!tracking(count, requests_, {index})) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
   Completion c("MPI_Waitany", count, requests_);
   if (const int err = c.refused()) return err;
@@ -392,6 +399,7 @@ int TEMPI_WRAPPER(MPI_Waitany)(int count, MPI_Request requests_[], int *index, M
 }
 
 int TEMPI_WRAPPER(MPI_Testany)(int count, MPI_Request requests_[], int *index, int *flag, MPI_Status *status) {
+  launch_own_moves();
   if (!tracking(count, requests_, {index, flag}))
     return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
   Completion c("MPI_Testany", count, requests_);
@@ -412,6 +420,7 @@ int TEMPI_WRAPPER(MPI_Testany)(int count, MPI_Request requests_[], int *index, i
 
 int TEMPI_WRAPPER(MPI_Waitsome)(int incount, MPI_Request requests_[], int *outcount, int indices[],
                                 MPI_Status statuses[]) {
+  launch_own_moves();
   if (!tracking(incount, requests_, {outcount, indices}))
     return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
   Completion c("MPI_Waitsome", incount, requests_);
@@ -433,6 +442,7 @@ int TEMPI_WRAPPER(MPI_Waitsome)(int incount, MPI_Request requests_[], int *outco
 
 int TEMPI_WRAPPER(MPI_Testsome)(int incount, MPI_Request requests_[], int *outcount, int indices[],
                                 MPI_Status statuses[]) {
+  launch_own_moves();
   if (!tracking(incount, requests_, {outcount, indices}))
     return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
   Completion c("MPI_Testsome", incount, requests_);
@@ -448,6 +458,7 @@ int TEMPI_WRAPPER(MPI_Testsome)(int incount, MPI_Request requests_[], int *outco
 }
 
 int TEMPI_WRAPPER(MPI_Request_get_status)(MPI_Request request, int *flag, MPI_Status *status) {
+  launch_own_moves();
   if (!tracking(1, &request, {flag})) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
   Completion c("MPI_Request_get_status", 1, &request);  // the handle is a copy: the request stays live and goes back
   if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
@@ -464,6 +475,7 @@ int TEMPI_WRAPPER(MPI_Request_get_status)(MPI_Request request, int *flag, MPI_St
 }
 
 int TEMPI_WRAPPER(MPI_Request_free)(MPI_Request *request) {
+  launch_own_moves();
   if (!tracking(1, request)) return TEMPI_NEXT(MPI_Request_free)(request);
   std::unique_ptr<Pending> p = requests().take(*request);
   if (!p) return TEMPI_NEXT(MPI_Request_free)(request);

@@ -17,7 +17,18 @@ namespace tempi {
 
 namespace {
 
-bool on_gpu(const void *p) { return gpu_backend().classify(p) != MemorySpace::Host; }
+// Device and managed memory, as for point-to-point (messages.cpp): pinned host memory is
+// host memory, which the MPI library packs itself.
+bool on_gpu(const void *p) {
+  const MemorySpace s = gpu_backend().classify(p);
+  return s == MemorySpace::Device || s == MemorySpace::Managed;
+}
+
+// Before the library works on host images of GPU buffers: every move that may touch them
+// done, this thread's queued ones included (nothing else launches those first).
+void settle_all() {
+  if (moves_queued() || local_work().pending()) local_work().settle();
+}
 
 // TEMPI_DEFER_PACK=1: a move between two buffers in device memory of one GPU is issued
 // on this thread's stream and not waited for; =2: a pack is queued, to be launched with
@@ -112,7 +123,11 @@ int pack_through_host(const void *inbuf, int incount, MPI_Datatype type, void *o
   const int before = *position;
   const int err = TEMPI_NEXT(MPI_Pack)(src, incount, type, dst, outsize, position, comm);
   if (err != MPI_SUCCESS) return err;
-  return packed.put_back(before, *position, comm, "MPI_Pack");
+  if (const int put = packed.put_back(before, *position, comm, "MPI_Pack")) {
+    *position = before;  // a failed call leaves the position where it was
+    return put;
+  }
+  return MPI_SUCCESS;
 }
 
 int unpack_through_host(const void *inbuf, int insize, int *position, void *outbuf, int outcount, MPI_Datatype type,
@@ -126,9 +141,14 @@ int unpack_through_host(const void *inbuf, int insize, int *position, void *outb
   if (int err = typed.take(typed_gpu, span, true, comm, "MPI_Unpack")) return err;
   const void *src = on_gpu(inbuf) ? packed.data() : inbuf;
   void *dst = on_gpu(outbuf) ? typed.data() - lo : outbuf;
+  const int before = *position;
   const int err = TEMPI_NEXT(MPI_Unpack)(src, insize, position, dst, outcount, type, comm);
   if (err != MPI_SUCCESS) return err;
-  return typed.put_back(0, span, comm, "MPI_Unpack");
+  if (const int put = typed.put_back(0, span, comm, "MPI_Unpack")) {
+    *position = before;
+    return put;
+  }
+  return MPI_SUCCESS;
 }
 
 }  // namespace
@@ -147,16 +167,18 @@ int TEMPI_WRAPPER(MPI_Pack)(const void *inbuf, int incount, MPI_Datatype datatyp
   std::shared_ptr<const TypeInfo> info;
   if (const int err = check_args(comm, "MPI_Pack", incount, datatype, outsize, "outsize", position, inbuf, outbuf, info))
     return err;
-  if (!info->plan) {  // even a CUDA-aware library may not pack GPU memory (Open MPI 4.1 crashes)
-    if (local_work().pending()) local_work().settle();
-    if (incount == 0) return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
-    return pack_through_host(inbuf, incount, datatype, outbuf, outsize, position, comm);
-  }
+  if (const int err = raise_deferred_failure(comm, "MPI_Pack")) return err;
+  // Checked before any path writes: the host image of a GPU output buffer holds outsize bytes.
   const int64_t bytes = info->size * incount;
-  const OnDeviceOf on_its_gpu(gpu_backend().device_of(inbuf) >= 0 ? inbuf : outbuf);
   if (*position < 0 || *position + bytes > outsize)
     return raise_error(comm, MPI_ERR_TRUNCATE, "MPI_Pack: %lld bytes at position %d do not fit in outsize %d",
                        (long long)bytes, *position, outsize);
+  if (!info->plan) {  // even a CUDA-aware library may not pack GPU memory (Open MPI 4.1 crashes)
+    settle_all();
+    if (incount == 0) return TEMPI_NEXT(MPI_Pack)(inbuf, incount, datatype, outbuf, outsize, position, comm);
+    return pack_through_host(inbuf, incount, datatype, outbuf, outsize, position, comm);
+  }
+  const OnDeviceOf on_its_gpu(gpu_backend().device_of(inbuf) >= 0 ? inbuf : outbuf);
   if (local_work().pending()) local_work().settle_other_threads();  // this thread's queue keeps growing
   const Plan plan = info->plan->for_count(incount);
   char *out = static_cast<char *>(outbuf) + *position;
@@ -179,16 +201,18 @@ int TEMPI_WRAPPER(MPI_Unpack)(const void *inbuf, int insize, int *position, void
   std::shared_ptr<const TypeInfo> info;
   if (const int err = check_args(comm, "MPI_Unpack", outcount, datatype, insize, "insize", position, outbuf, inbuf, info))
     return err;
-  if (!info->plan) {
-    if (local_work().pending()) local_work().settle();
-    if (outcount == 0) return TEMPI_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, datatype, comm);
-    return unpack_through_host(inbuf, insize, position, outbuf, outcount, datatype, comm);
-  }
+  if (const int err = raise_deferred_failure(comm, "MPI_Unpack")) return err;
+  // Checked before any path writes: a short input would unpack part of the object.
   const int64_t bytes = info->size * outcount;
-  const OnDeviceOf on_its_gpu(gpu_backend().device_of(outbuf) >= 0 ? outbuf : inbuf);
   if (*position < 0 || *position + bytes > insize)
     return raise_error(comm, MPI_ERR_TRUNCATE, "MPI_Unpack: %lld bytes at position %d exceed insize %d",
                        (long long)bytes, *position, insize);
+  if (!info->plan) {
+    settle_all();
+    if (outcount == 0) return TEMPI_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, datatype, comm);
+    return unpack_through_host(inbuf, insize, position, outbuf, outcount, datatype, comm);
+  }
+  const OnDeviceOf on_its_gpu(gpu_backend().device_of(outbuf) >= 0 ? outbuf : inbuf);
   if (local_work().pending()) local_work().settle_other_threads();
   const Plan plan = info->plan->for_count(outcount);
   char *in = const_cast<char *>(static_cast<const char *>(inbuf)) + *position;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend.hpp"
 #include "p2p_support.hpp"
 #include "requests.hpp"
 
@@ -159,6 +160,43 @@ TEST_CASE("MPI_Pack of GPU data that does not fit is truncated, writing nothing"
   }
   CHECK(b.unchanged());
   MPI_Type_free(&v);
+}
+
+TEST_CASE("a type TEMPI does not plan is truncated as a planned one, writing nothing", "[errors]") {
+  // The library packs such a type between host images of the GPU buffers, sized by the
+  // call's arguments: the checks come first, else it writes past the image.
+  Handlers h;
+  Buffers typed, packed;
+  const int count = 100;  // MPI_DOUBLE_INT: 1200 packed bytes
+  for (const auto &[size, start] : {std::pair{1199, 0}, {1200, 1}, {100, 200}}) {
+    int pos = start;
+    INFO("size " << size << ", position " << start);
+    CHECK(outcome([&] { return MPI_Pack(typed.gpu.get(), count, MPI_DOUBLE_INT, packed.gpu.get(), size, &pos, h.comm); }) ==
+          Outcome{MPI_ERR_TRUNCATE, 1, 0});
+    CHECK(pos == start);
+    CHECK(outcome([&] { return MPI_Unpack(packed.gpu.get(), size, &pos, typed.gpu.get(), count, MPI_DOUBLE_INT, h.comm); }) ==
+          Outcome{MPI_ERR_TRUNCATE, 1, 0});
+    CHECK(pos == start);
+  }
+  CHECK(typed.unchanged());
+  CHECK(packed.unchanged());
+}
+
+TEST_CASE("MPI_Pack between pinned host buffers is the library's", "[errors]") {
+  // Pinned memory is host memory, as in point-to-point calls: the library's answer for the
+  // same call on pageable memory, here one that does not fit.
+  Handlers h;
+  tempi::Scratch in, out;
+  REQUIRE(tempi::gpu_backend().acquire(tempi::ScratchKind::Pinned, kBytes, in) == tempi::Status::Ok);
+  REQUIRE(tempi::gpu_backend().acquire(tempi::ScratchKind::Pinned, kBytes, out) == tempi::Status::Ok);
+  std::vector<char> host_in(kBytes, 1), host_out(kBytes, 0);
+  std::memset(in.ptr, 1, kBytes);
+  int pos = 40, host_pos = 40;
+  const Outcome pinned = outcome([&] { return MPI_Pack(in.ptr, 6, MPI_DOUBLE, out.ptr, 64, &pos, h.comm); });
+  const Outcome library =
+      outcome([&] { return PMPI_Pack(host_in.data(), 6, MPI_DOUBLE, host_out.data(), 64, &host_pos, h.comm); });
+  CHECK(pinned == library);
+  CHECK(pos == host_pos);
 }
 
 TEST_CASE("point-to-point calls on GPU data reject what the library rejects, before any GPU work", "[errors]") {

@@ -208,6 +208,25 @@ TEST_CASE("a copy that fails: MPI_Pack of a type TEMPI does not plan returns the
   CHECK(pos == l.bytes());
 }
 
+TEST_CASE("a copy back to the GPU that fails: the position stays where it was", "[faults]") {
+  Comm c;
+  const Layout l{MPI_SHORT_INT, 10};  // moved as host images: the packed bytes are copied back
+  const std::vector<char> src = pattern(l.span(), 4);
+  Buf packed(Where::Gpu, size_t(l.bytes())), typed(Where::Gpu, l.span());
+  int pos = 0;
+  tempi::emulated_fail_nth(EmulatedFault::Copy, 1);  // the pack's only copy: its output back to the GPU
+  CHECK(error_class(MPI_Pack(src.data(), l.count, l.type, packed.get(), l.bytes(), &pos, c.comm)) == MPI_ERR_INTERN);
+  CHECK(pos == 0);
+  REQUIRE(MPI_Pack(src.data(), l.count, l.type, packed.get(), l.bytes(), &pos, c.comm) == MPI_SUCCESS);
+  pos = 0;
+  tempi::emulated_fail_nth(EmulatedFault::Copy, 2);  // the object read to the host, then (this one) written back
+  std::vector<char> packed_host(size_t(l.bytes()));
+  CHECK(error_class(MPI_Unpack(packed_host.data(), l.bytes(), &pos, typed.get(), l.count, l.type, c.comm)) ==
+        MPI_ERR_INTERN);
+  CHECK(pos == 0);
+  CHECK(g_handled == 2);
+}
+
 TEST_CASE("a batched pack that fails: the send's completion returns the error, and the next send works",
           "[faults]") {
   Comm c;

@@ -8,11 +8,17 @@
 
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "backend.hpp"
+#include "local_work.hpp"
+#if !defined(P2P_REAL_GPU)
+#include "emulated_faults.hpp"
+#endif
 #include "p2p_main.hpp"
 #include "p2p_support.hpp"
 #if defined(P2P_REAL_GPU)
@@ -396,11 +402,146 @@ TEST_CASE("an unpack after the application queued work on the legacy default str
 }
 #endif
 
+TEST_CASE("a type TEMPI does not plan reads and writes after the queued packs", "[sequence]") {
+  // MPI_DOUBLE_INT has a gap: the library moves it between host images of the buffers,
+  // which must see what this thread's queued packs (TEMPI_DEFER_PACK=2, 3) write and read.
+  const int n = 16, bytes = 12 * n;
+  const std::vector<char> x = pattern(size_t(bytes), 80), p = pattern(size_t(bytes), 81);
+  std::vector<char> want(16 * n, 0);
+  int pos = 0;
+  PMPI_Unpack(x.data(), bytes, &pos, want.data(), n, MPI_DOUBLE_INT, MPI_COMM_WORLD);
+  tempi::local_work().settle();  // work left by earlier cases would make the calls below settle anyway
+  SECTION("read after write: an unpack of a queued pack's output") {
+    const auto object = on_gpu(x), packed = on_gpu(std::vector<char>(size_t(bytes), kPoison));
+    const auto y = on_gpu(std::vector<char>(16 * n, 0));
+    pos = 0;
+    REQUIRE(MPI_Pack(object->get(), bytes, MPI_BYTE, packed->get(), bytes, &pos, MPI_COMM_WORLD) == MPI_SUCCESS);
+    pos = 0;
+    REQUIRE(MPI_Unpack(packed->get(), bytes, &pos, y->get(), n, MPI_DOUBLE_INT, MPI_COMM_WORLD) == MPI_SUCCESS);
+    device_synchronize();
+    CHECK(first_difference(y->download(), want) == "");
+  }
+  SECTION("write after read: an unpack over a queued pack's input") {
+    const std::vector<char> before = pattern(16 * n, 82);  // the object's bytes, packed whole
+    const auto object = on_gpu(before), packed = on_gpu(std::vector<char>(16 * n, kPoison)), other = on_gpu(p);
+    pos = 0;
+    REQUIRE(MPI_Pack(object->get(), 16 * n, MPI_BYTE, packed->get(), 16 * n, &pos, MPI_COMM_WORLD) == MPI_SUCCESS);
+    pos = 0;
+    REQUIRE(MPI_Unpack(other->get(), bytes, &pos, object->get(), n, MPI_DOUBLE_INT, MPI_COMM_WORLD) == MPI_SUCCESS);
+    MPI_Barrier(MPI_COMM_WORLD);
+    device_synchronize();
+    CHECK(first_difference(packed->download(), before) == "");
+  }
+}
+
+TEST_CASE("a pack is complete after any later completion or point-to-point call of the thread", "[sequence]") {
+  // Calls on no GPU data and on requests TEMPI does not track still launch the thread's
+  // queued packs (TEMPI_DEFER_PACK=2, 3): the application may synchronize the GPU after them.
+  const int bytes = 4096;
+  const std::vector<char> x = pattern(size_t(bytes), 84);
+  const auto object = on_gpu(x), packed = on_gpu(std::vector<char>(size_t(bytes), kPoison));
+  const auto pack = [&] {
+    packed->fill(kPoison);
+    int pos = 0;
+    REQUIRE(MPI_Pack(object->get(), bytes, MPI_BYTE, packed->get(), bytes, &pos, MPI_COMM_WORLD) == MPI_SUCCESS);
+  };
+  int sent = 1, got = 0;
+  MPI_Request send = MPI_REQUEST_NULL, recv = MPI_REQUEST_NULL;
+  SECTION("MPI_Wait of MPI_REQUEST_NULL") {
+    pack();
+    REQUIRE(MPI_Wait(&recv, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  }
+  SECTION("MPI_Irecv of host memory") {
+    pack();
+    REQUIRE(MPI_Irecv(&got, 1, MPI_INT, rank(), 9, MPI_COMM_WORLD, &recv) == MPI_SUCCESS);
+  }
+  SECTION("MPI_Isend of host memory") {
+    REQUIRE(MPI_Irecv(&got, 1, MPI_INT, rank(), 9, MPI_COMM_WORLD, &recv) == MPI_SUCCESS);
+    pack();
+    REQUIRE(MPI_Isend(&sent, 1, MPI_INT, rank(), 9, MPI_COMM_WORLD, &send) == MPI_SUCCESS);
+  }
+  device_synchronize();
+  CHECK(first_difference(packed->download(), x) == "");
+  if (recv != MPI_REQUEST_NULL && send == MPI_REQUEST_NULL)
+    REQUIRE(MPI_Send(&sent, 1, MPI_INT, rank(), 9, MPI_COMM_WORLD) == MPI_SUCCESS);
+  REQUIRE(MPI_Wait(&send, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  REQUIRE(MPI_Wait(&recv, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+}
+
+TEST_CASE("a pack another thread is waiting for still holds back a third thread's read", "[sequence][threads]") {
+  // Thread A packs a large object and makes one more MPI call (which launches a queued
+  // pack); thread B's GPU call then waits for A's work; thread C, ordered after A, reads
+  // the packed bytes while B waits: A's work must still count as pending for C.
+  const size_t n = size_t(16) << 20;  // packed bytes: 4-byte blocks at a pitch of 8
+  MPI_Datatype v;
+  MPI_Type_vector(int(n / 4), 1, 2, MPI_FLOAT, &v);
+  MPI_Type_commit(&v);
+  const std::vector<char> x = pattern(2 * n, 83);
+  std::vector<char> want(n);
+  int pos = 0;
+  PMPI_Pack(x.data(), 1, v, want.data(), int(n), &pos, MPI_COMM_WORLD);
+  const auto object = on_gpu(x), packed = on_gpu(std::vector<char>(n, kPoison)), small = on_gpu(std::vector<char>(64, 1));
+  std::atomic<bool> a_done{false}, b_done{false};
+  std::vector<char> seen(n, kPoison), small_out(64);
+  std::thread a([&] {
+    int p = 0, flag = 0;
+    MPI_Pack(object->get(), 1, v, packed->get(), int(n), &p, MPI_COMM_WORLD);
+    MPI_Iprobe(MPI_ANY_SOURCE, 12345, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    a_done = true;
+  });
+  std::thread b([&] {
+    while (!a_done) std::this_thread::yield();
+    int p = 0;
+    MPI_Pack(small->get(), 64, MPI_BYTE, small_out.data(), 64, &p, MPI_COMM_WORLD);  // waits for A's pack
+    b_done = true;
+  });
+  std::thread c([&] {
+    while (!a_done) std::this_thread::yield();
+    // Until B takes A's work or is done with it: a buggy list that dropped the work
+    // while B waits lets C through early.
+    while (tempi::local_work().pending() && !b_done) std::this_thread::yield();
+    int p = 0;
+    MPI_Pack(packed->get(), int(n), MPI_BYTE, seen.data(), int(n), &p, MPI_COMM_WORLD);
+  });
+  a.join();
+  b.join();
+  c.join();
+  CHECK(first_difference(seen, want) == "");
+  MPI_Type_free(&v);
+}
+
+#if !defined(P2P_REAL_GPU)
+TEST_CASE("a queued pack that fails to launch is raised by the thread's next MPI_Pack", "[sequence][faults]") {
+  const char *mode = std::getenv("TEMPI_DEFER_PACK");
+  if (!mode || std::atoi(mode) < 2) return;  // packs are launched by their own call
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  const int bytes = 256;
+  const auto object = on_gpu(pattern(size_t(bytes), 85)), packed = on_gpu(std::vector<char>(size_t(bytes), kPoison));
+  int pos = 0, flag = 0;
+  REQUIRE(MPI_Pack(object->get(), bytes, MPI_BYTE, packed->get(), bytes, &pos, comm) == MPI_SUCCESS);
+  tempi::emulated_fail_nth(tempi::EmulatedFault::Launch, 1);
+  REQUIRE(MPI_Iprobe(MPI_ANY_SOURCE, 12345, comm, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS);  // launches, fails
+  pos = 0;
+  const int err = MPI_Pack(object->get(), bytes, MPI_BYTE, packed->get(), bytes, &pos, comm);
+  int cls = MPI_SUCCESS;
+  MPI_Error_class(err, &cls);
+  CHECK(cls == MPI_ERR_INTERN);
+  CHECK(pos == 0);
+  CHECK(MPI_Pack(object->get(), bytes, MPI_BYTE, packed->get(), bytes, &pos, comm) == MPI_SUCCESS);  // raised once
+  MPI_Comm_free(&comm);
+  device_synchronize();
+  CHECK(first_difference(packed->download(), pattern(size_t(bytes), 85)) == "");
+}
+#endif
+
 int main(int argc, char **argv) {
 #if defined(P2P_REAL_GPU)
   tempi::tools::select_gpu_before_mpi_init();
 #endif
-  MPI_Init(&argc, &argv);
+  int provided = 0;  // one test case runs MPI calls on three threads
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   if (skipped_without_gpu()) return kSkipped;
   const int worst = run_catch_on_every_rank(argc, argv);
   MPI_Finalize();

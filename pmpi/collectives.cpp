@@ -11,6 +11,7 @@
 #include "config.hpp"
 #include "errors.hpp"
 #include "forward.hpp"
+#include "host_packer.hpp"
 #include "local_work.hpp"
 #include "log.hpp"
 #include "persistent.hpp"
@@ -119,9 +120,11 @@ int check_types(const std::vector<Block> &blocks, MPI_Comm comm, const char *cal
   MPI_Datatype checked = MPI_DATATYPE_NULL;
   for (const Block &b : blocks) {
     if (b.count < 0) return raise_error(comm, MPI_ERR_COUNT, "%s: negative count %d", call, b.count);
+    // MPICH accepts any type for no data, null or uncommitted (MPI_Alltoallw callers name
+    // MPI_DATATYPE_NULL for the peers they skip): nothing reads the type of an empty block.
+    if (b.count == 0) continue;
     if (b.type == MPI_DATATYPE_NULL) return raise_error(comm, MPI_ERR_TYPE, "%s: MPI_DATATYPE_NULL", call);
-    // Neighbouring blocks mostly share their type; MPICH accepts an uncommitted type for no data.
-    if (b.count == 0 || b.type == checked) continue;
+    if (b.type == checked) continue;  // neighbouring blocks mostly share their type
     std::shared_ptr<const TypeInfo> info;
     if (const int err = check_datatype(comm, call, b.type, info)) return err;  // committed
     checked = b.type;
@@ -199,11 +202,10 @@ int Side::plan(void *buf, std::vector<Block> blocks, bool typed_only, MPI_Comm c
         transfer_ = {Method::OneShot, total};
       }
     }
-    if (!staging_.owner) {
-      const Status st = b.acquire(ScratchKind::Pinned, size_t(total), staging_);
-      if (st != Status::Ok)
-        return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in pinned host memory: %s", call,
-                           (long long)total, to_string(st));
+    if (!staging_.owner) {  // pinned, else pageable memory, which only the staged method reaches
+      bool pageable = false;
+      if (const int err = acquire_host_staging(total, comm, call, staging_, pageable)) return err;
+      if (pageable && transfer_.method != Method::Staged) transfer_ = {Method::Staged, total};
     }
     lib_ = staging_.ptr;
     return MPI_SUCCESS;
@@ -228,11 +230,40 @@ int Side::plan(void *buf, std::vector<Block> blocks, bool typed_only, MPI_Comm c
   }
   lo_ = lo;
   span_ = hi - lo;
-  const Status st = gpu_backend().acquire(ScratchKind::Pinned, size_t(span_), staging_);
-  if (st != Status::Ok)
-    return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in pinned host memory: %s", call,
-                       (long long)span_, to_string(st));
+  device_ = gpu_backend().device_of(buf);
+  bool pageable = false;  // the copies in and out reach pageable memory too
+  if (const int err = acquire_host_staging(span_, comm, call, staging_, pageable)) return err;
   lib_ = static_cast<char *>(staging_.ptr) - lo_;
+  return plan_region_back(buf, comm, call);
+}
+
+int Side::plan_region_back(void *buf, MPI_Comm comm, const char *call) {
+  if (!stores_) return MPI_SUCCESS;
+  const size_t n = blocks_.size();
+  bytes_.assign(n, 0);
+  offsets_.assign(n, 0);
+  plans_.assign(n, Plan{});
+  infos_.assign(n, nullptr);
+  typed_.assign(n, nullptr);
+  int64_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Block &b = blocks_[i];
+    if (!b.store || b.count == 0) continue;
+    PlacedBlock placed;
+    if (!place_block(buf, b, nullptr, placed)) return MPI_SUCCESS;  // the whole region goes back
+    offsets_[i] = total;
+    infos_[i] = std::move(placed.info);
+    plans_[i] = std::move(placed.plan);
+    bytes_[i] = placed.bytes;
+    typed_[i] = placed.typed;
+    total += placed.bytes;
+  }
+  whole_back_ = false;
+  transfer_ = {Method::OneShot, total};
+  if (total == 0) return MPI_SUCCESS;
+  bool pageable = false;
+  if (const int err = acquire_host_staging(total, comm, call, back_, pageable)) return err;
+  if (pageable) transfer_ = {Method::Staged, total};
   return MPI_SUCCESS;
 }
 
@@ -262,15 +293,24 @@ int Side::load(MPI_Comm comm, const char *call) {
 }
 
 void Side::unpack_jobs(std::vector<MoveJob> &jobs) {
-  if (mode_ != Mode::Pack) return;
+  const bool by_plan = mode_ == Mode::Region && !whole_back_;
+  if (mode_ != Mode::Pack && !by_plan) return;
+  char *packed = static_cast<char *>(by_plan ? back_.ptr : staging_.ptr);
   for (size_t i = 0; i < blocks_.size(); ++i)
     if (blocks_[i].store && bytes_[i] > 0)
-      jobs.push_back({&plans_[i], typed_[i],
-                      static_cast<char *>(staging_.ptr) + offsets_[i], bytes_[i], transfer_});
+      jobs.push_back({&plans_[i], typed_[i], packed + offsets_[i], bytes_[i], transfer_});
 }
 
 int Side::region_back(MPI_Comm comm, const char *call) {
   if (mode_ != Mode::Region || !stores_ || span_ == 0) return MPI_SUCCESS;
+  if (!whole_back_) {  // the blocks' bytes, packed from the host copy; unpack_jobs puts them back
+    char *const host_user = static_cast<char *>(staging_.ptr) - lo_;
+    for (size_t i = 0; i < blocks_.size(); ++i)
+      if (blocks_[i].store && bytes_[i] > 0)
+        host_pack(plans_[i], host_user + (typed_[i] - static_cast<char *>(user_)),
+                  static_cast<char *>(back_.ptr) + offsets_[i], 0, bytes_[i]);
+    return MPI_SUCCESS;
+  }
   const OnDeviceOf on_its_gpu(user_);
   const Status st = gpu_backend().copy(static_cast<char *>(user_) + lo_, staging_.ptr, size_t(span_));
   return st == Status::Ok ? MPI_SUCCESS : copy_failed(comm, call, "from the host to the GPU", st);
@@ -727,6 +767,7 @@ int conclude(std::shared_ptr<CollectiveOp> op, int err, const Issue &how) {
     persistent->restart = std::move(how.init->restart);
     persistent->zero_copy = std::move(how.init->zero_copy);
     persistent->arrays = std::move(how.init->arrays);
+    persistent->held = std::move(how.init->held);
     if (const int e = persistent_handle(op->comm, op->call, how.request)) return e;
     how.init->made = true;
     p->persistent = std::move(persistent);
@@ -1439,6 +1480,26 @@ int reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype type
 }
 
 }  // namespace coll
+
+Issue::Init::Init(MPI_Comm comm, const std::vector<MPI_Datatype> &types)
+    : held(std::make_shared<HeldHandles>(comm, types)) {}
+
+std::vector<MPI_Datatype> block_types(MPI_Comm comm, bool neighbourhood, const MPI_Datatype stypes[],
+                                      const MPI_Datatype rtypes[], bool in_place) {
+  std::vector<int> sources, dests;
+  coll::Group g;
+  if (neighbourhood) {
+    if (!coll::neighbourhood(comm, sources, dests)) return {};
+  } else {
+    if (!coll::group_of(comm, g)) return {};
+    sources.resize(size_t(g.peers()));
+    dests.resize(size_t(g.peers()));
+  }
+  std::vector<MPI_Datatype> types;
+  if (stypes && !in_place) types.insert(types.end(), stypes, stypes + dests.size());
+  if (rtypes) types.insert(types.end(), rtypes, rtypes + sources.size());
+  return types;
+}
 
 int persistent_made(int err, Issue::Init &init, MPI_Comm comm, const char *call, MPI_Request *request) {
   if (err != MPI_SUCCESS || init.made) return err;

@@ -14,7 +14,7 @@
 // MPI_IN_PLACE (MPI requires it at all ranks for some calls, and a library may choose its
 // algorithm by it). Where the library must see typed data (reductions), or TEMPI cannot
 // plan a type, the library gets a host copy of the buffer's whole region instead
-// (`Region`), so no GPU pointer reaches it — except that a blocking non-reduction
+// (`Region`; only the blocks go back where TEMPI can plan them), so no GPU pointer reaches it — except that a blocking non-reduction
 // collective on a CUDA-aware library gets the application's buffer as it is. Reductions
 // and nonblocking collectives never get GPU memory: Open MPI 4.1's CUDA-aware build crashes
 // in nonblocking reductions and MPI_Reduce_local and returns wrong bytes from nonblocking
@@ -39,6 +39,7 @@
 namespace tempi {
 
 class ZeroCopyPersistent;
+class HeldHandles;
 
 // One typed block of a buffer argument: `count` elements of `type` at `disp` bytes from
 // the buffer's address.
@@ -51,7 +52,8 @@ struct Block {
 };
 
 // MPI's checks of a buffer argument's blocks that the library no longer sees once TEMPI
-// rewires them: counts not negative, datatypes not null and committed. An MPI error code.
+// rewires them: counts not negative, the datatypes of non-empty blocks not null and
+// committed (an empty block's type is never looked at). An MPI error code.
 int check_types(const std::vector<Block> &blocks, MPI_Comm comm, const char *call);
 
 // A block's plan placed at its data: GPU work starts at `typed` (the block's address, or
@@ -76,7 +78,9 @@ class Side {
     Direct,  // contiguous blocks in the application's GPU buffer, for a CUDA-aware library: block i
              // is bytes(i) bytes at offset(i) from the buffer, handed over as bytes (a subarray
              // type that happens to be contiguous is copied row by row by some libraries)
-    Region,  // a host copy of the bytes the blocks span; the library gets the user's types
+    Region,  // a host copy of the bytes the blocks span; the library gets the user's types. Only
+             // the blocks' bytes go back (by their plans), or, for a type TEMPI cannot plan,
+             // the whole copy, the bytes between blocks included
   };
 
   // Decides for `buf` (GPU data) and takes staging. `typed_only`: the library must see
@@ -101,8 +105,10 @@ class Side {
 
   // Before the call: packs the blocks marked `load` (one batch), or copies the region in.
   int load(MPI_Comm comm, const char *call);
-  // After the call: the unpack jobs of the blocks marked `store` (Pack), or the copy back
-  // of the region. `region_back` copies now; unpack_jobs only lists.
+  // After the call: the unpack jobs of the blocks marked `store` (Pack, and Region where
+  // they have plans), or the copy back of the whole region. `region_back` runs first: it
+  // packs a Region's blocks from the host copy, or copies the whole region back now;
+  // unpack_jobs only lists.
   void unpack_jobs(std::vector<MoveJob> &jobs);
   int device() const { return device_; }
   bool stores() const { return stores_; }
@@ -123,6 +129,12 @@ class Side {
   Transfer transfer_{Method::OneShot, 0};
   int64_t lo_ = 0, span_ = 0;  // Region: bytes [lo, lo + span) around the buffer
   Scratch staging_;
+  bool whole_back_ = true;  // Region: the whole copy goes back, not the store blocks by their plans
+  Scratch back_;            // Region: the store blocks packed for the write-back by plan
+
+  // Region: plans the store blocks' write-back, where TEMPI can plan all of them, and
+  // takes host memory for their packed bytes. Returns an MPI error code (raised on `comm`).
+  int plan_region_back(void *buf, MPI_Comm comm, const char *call);
 };
 
 // The counts, displacements and types the library gets for one side: the user's for
@@ -170,12 +182,16 @@ struct Issue {
   // handler made the request; where it did not (it left the call to the library before
   // planning anything), persistent_made makes it.
   struct Init {
+    // `comm` and `types`, the handles of the application's that every start names, held
+    // for as long as the request lives (persistent.hpp, HeldHandles).
+    Init(MPI_Comm comm, const std::vector<MPI_Datatype> &types);
     std::function<int(MPI_Request *)> restart;
     bool made = false;
     std::shared_ptr<ZeroCopyPersistent> zero_copy;  // the zero-copy pairs every start moves (or null)
     // Arrays TEMPI made that `restart` reads at every start (the per-peer counts of a
     // one-count init run as its v-variant): they live as long as the request.
     std::shared_ptr<const void> arrays;
+    std::shared_ptr<HeldHandles> held;
   };
   Issue(MPI_Request *r = nullptr) : request(r) {}  // the blocking and nonblocking calls
   static Issue persistent_init(MPI_Request *r, Init *init) {
@@ -196,6 +212,12 @@ struct Issue {
 // After a handler ran a persistent init that returned `err`: makes the request where the
 // handler did not. Returns an MPI error code.
 int persistent_made(int err, Issue::Init &init, MPI_Comm comm, const char *call, MPI_Request *request);
+
+// The datatypes of a w-variant's arrays, as many as the call has blocks on each side (an
+// all-to-all's peers, or a neighbourhood's destinations and sources); none of an array
+// that is null or, with MPI_IN_PLACE, ignored.
+std::vector<MPI_Datatype> block_types(MPI_Comm comm, bool neighbourhood, const MPI_Datatype stypes[],
+                                      const MPI_Datatype rtypes[], bool in_place);
 
 // Before the library's MPI_Start of a persistent collective: the send blocks' current
 // data packed (or regions copied in), and the receive side marked unfinished.

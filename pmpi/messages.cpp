@@ -158,7 +158,8 @@ Status acquire_pageable(size_t bytes, Scratch &out) {
   return Status::Ok;
 }
 
-// Host staging for `bytes`: pinned memory, else pageable memory (said once per call).
+}  // namespace
+
 int acquire_host_staging(int64_t bytes, MPI_Comm comm, const char *call, Scratch &out, bool &pageable) {
   pageable = false;
   if (gpu_backend().acquire(ScratchKind::Pinned, size_t(bytes), out) == Status::Ok) return MPI_SUCCESS;
@@ -170,6 +171,8 @@ int acquire_host_staging(int64_t bytes, MPI_Comm comm, const char *call, Scratch
   }
   return raise_error(comm, MPI_ERR_NO_MEM, "%s: cannot stage %lld bytes in host memory", call, (long long)bytes);
 }
+
+namespace {
 
 // Staging for `bytes`: device memory for the device method, else pinned host memory.
 // Without device memory the one-shot method needs none; without pinned memory the

@@ -130,6 +130,11 @@ int finish_recv_early(Incoming &in, MPI_Status &status);
 // elements of `type` spans.
 void span_of(int count, MPI_Datatype type, int64_t &lo, int64_t &bytes);
 
+// Host staging for `bytes`: pinned memory, else pageable memory (`pageable`: then only
+// the staged method reaches it from the GPU), said once per call. MPI_ERR_NO_MEM (raised
+// on `comm`) when neither can be had.
+int acquire_host_staging(int64_t bytes, MPI_Comm comm, const char *call, Scratch &out, bool &pageable);
+
 // The method that TEMPI_METHOD requested, or what TEMPIX_Set_method set since.
 Method requested_method();
 void set_requested_method(Method m);

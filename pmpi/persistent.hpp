@@ -22,12 +22,31 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "messages.hpp"
 
 namespace tempi {
 
 class ZeroCopyPersistent;
+
+// The communicator and derived datatypes that every start of a persistent collective
+// names again (each start issues a new library call with them). MPI lets the application
+// free them once the request exists (MPI_Comm_free and MPI_Type_free only mark them for
+// deallocation), and the library may then give their handles to new objects. TEMPI holds
+// them as the library holds those of its own persistent requests: with an inactive
+// persistent receive of the library's on each, never started, freed with TEMPI's request.
+// From rank 0 rather than MPI_PROC_NULL: Open MPI's requests to MPI_PROC_NULL hold nothing.
+class HeldHandles {
+ public:
+  HeldHandles(MPI_Comm comm, const std::vector<MPI_Datatype> &types);
+  ~HeldHandles();
+  HeldHandles(const HeldHandles &) = delete;
+  HeldHandles &operator=(const HeldHandles &) = delete;
+
+ private:
+  std::vector<MPI_Request> holds_;
+};
 
 struct PersistentOp {
   // A persistent collective (MPI-4 MPI_X_init on GPU buffers, collectives.hpp): the
@@ -44,6 +63,7 @@ struct PersistentOp {
   // and the start's zero-copy moves have.
   std::shared_ptr<ZeroCopyPersistent> zero_copy;
   std::shared_ptr<const void> arrays;  // what `restart` reads besides the application's arguments
+  std::shared_ptr<HeldHandles> held;   // the handles `restart` names
   bool collective() const { return bool(restart); }
 
   bool is_send = false;

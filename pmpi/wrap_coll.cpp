@@ -383,6 +383,8 @@ int TEMPI_WRAPPER(MPI_Reduce_local)(const void *inbuf, void *inoutbuf, int count
 // of one must make the same kind of call, and a rank cannot know whether its peers' buffers
 // are GPU memory. `info` carries hints for the library's own persistent call, which TEMPI
 // does not make. Zero-copy pairs are agreed at init (ZeroCopyPersistent, zero_copy.hpp).
+// The application may free the communicator and datatypes after init: the request holds
+// them for its starts (Issue::Init, HeldHandles in persistent.hpp).
 #if MPI_VERSION >= 4
 
 int TEMPI_WRAPPER(MPI_Bcast_init)(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Info info,
@@ -390,7 +392,7 @@ int TEMPI_WRAPPER(MPI_Bcast_init)(void *buf, int count, MPI_Datatype type, int r
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Bcast_init)(buf, count, type, root, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {type});
   return persistent_made(coll::bcast(buf, count, type, root, comm, Issue::persistent_init(request, &init)), init, comm,
                          "MPI_Bcast_init", request);
 }
@@ -400,7 +402,7 @@ int TEMPI_WRAPPER(MPI_Gather_init)(const void *sbuf, int scount, MPI_Datatype st
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Gather_init)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {stype, rtype});
   return persistent_made(
       coll::gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, Issue::persistent_init(request, &init)), init,
       comm, "MPI_Gather_init", request);
@@ -412,7 +414,7 @@ int TEMPI_WRAPPER(MPI_Gatherv_init)(const void *sbuf, int scount, MPI_Datatype s
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Gatherv_init)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {stype, rtype});
   return persistent_made(coll::gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm,
                                        Issue::persistent_init(request, &init)),
                          init, comm, "MPI_Gatherv_init", request);
@@ -423,7 +425,7 @@ int TEMPI_WRAPPER(MPI_Scatter_init)(const void *sbuf, int scount, MPI_Datatype s
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Scatter_init)(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {stype, rtype});
   return persistent_made(
       coll::scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, Issue::persistent_init(request, &init)), init,
       comm, "MPI_Scatter_init", request);
@@ -435,7 +437,7 @@ int TEMPI_WRAPPER(MPI_Scatterv_init)(const void *sbuf, const int scounts[], cons
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Scatterv_init)(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {stype, rtype});
   return persistent_made(coll::scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm,
                                         Issue::persistent_init(request, &init)),
                          init, comm, "MPI_Scatterv_init", request);
@@ -446,7 +448,7 @@ int TEMPI_WRAPPER(MPI_Allgather_init)(const void *sbuf, int scount, MPI_Datatype
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Allgather_init)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {stype, rtype});
   return persistent_made(
       coll::allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, Issue::persistent_init(request, &init)), init,
       comm, "MPI_Allgather_init", request);
@@ -458,7 +460,7 @@ int TEMPI_WRAPPER(MPI_Allgatherv_init)(const void *sbuf, int scount, MPI_Datatyp
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Allgatherv_init)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {stype, rtype});
   return persistent_made(
       coll::allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, Issue::persistent_init(request, &init)),
       init, comm, "MPI_Allgatherv_init", request);
@@ -469,7 +471,7 @@ int TEMPI_WRAPPER(MPI_Alltoall_init)(const void *sbuf, int scount, MPI_Datatype 
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Alltoall_init)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {stype, rtype});
   return persistent_made(
       coll::alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, Issue::persistent_init(request, &init)), init,
       comm, "MPI_Alltoall_init", request);
@@ -482,7 +484,7 @@ int TEMPI_WRAPPER(MPI_Alltoallv_init)(const void *sbuf, const int scounts[], con
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Alltoallv_init)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info,
                                           request);
-  Issue::Init init;
+  Issue::Init init(comm, {stype, rtype});
   return persistent_made(coll::alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm,
                                          Issue::persistent_init(request, &init)),
                          init, comm, "MPI_Alltoallv_init", request);
@@ -495,7 +497,7 @@ int TEMPI_WRAPPER(MPI_Alltoallw_init)(const void *sbuf, const int scounts[], con
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Alltoallw_init)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info,
                                           request);
-  Issue::Init init;
+  Issue::Init init(comm, block_types(comm, false, stypes, rtypes, sbuf == MPI_IN_PLACE));
   return persistent_made(coll::alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm,
                                          Issue::persistent_init(request, &init)),
                          init, comm, "MPI_Alltoallw_init", request);
@@ -506,7 +508,7 @@ int TEMPI_WRAPPER(MPI_Neighbor_allgather_init)(const void *sbuf, int scount, MPI
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, true))
     return TEMPI_NEXT(MPI_Neighbor_allgather_init)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {stype, rtype});
   return persistent_made(
       coll::neighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, Issue::persistent_init(request, &init)),
       init, comm, "MPI_Neighbor_allgather_init", request);
@@ -519,7 +521,7 @@ int TEMPI_WRAPPER(MPI_Neighbor_allgatherv_init)(const void *sbuf, int scount, MP
   if (!active() || library_judges(comm, true))
     return TEMPI_NEXT(MPI_Neighbor_allgatherv_init)(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, info,
                                                     request);
-  Issue::Init init;
+  Issue::Init init(comm, {stype, rtype});
   return persistent_made(coll::neighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm,
                                                    Issue::persistent_init(request, &init)),
                          init, comm, "MPI_Neighbor_allgatherv_init", request);
@@ -530,7 +532,7 @@ int TEMPI_WRAPPER(MPI_Neighbor_alltoall_init)(const void *sbuf, int scount, MPI_
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, true))
     return TEMPI_NEXT(MPI_Neighbor_alltoall_init)(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {stype, rtype});
   return persistent_made(
       coll::neighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, Issue::persistent_init(request, &init)),
       init, comm, "MPI_Neighbor_alltoall_init", request);
@@ -543,7 +545,7 @@ int TEMPI_WRAPPER(MPI_Neighbor_alltoallv_init)(const void *sbuf, const int scoun
   if (!active() || library_judges(comm, true))
     return TEMPI_NEXT(MPI_Neighbor_alltoallv_init)(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm,
                                                    info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {stype, rtype});
   return persistent_made(coll::neighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm,
                                                   Issue::persistent_init(request, &init)),
                          init, comm, "MPI_Neighbor_alltoallv_init", request);
@@ -557,7 +559,7 @@ int TEMPI_WRAPPER(MPI_Neighbor_alltoallw_init)(const void *sbuf, const int scoun
   if (!active() || library_judges(comm, true))
     return TEMPI_NEXT(MPI_Neighbor_alltoallw_init)(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm,
                                                    info, request);
-  Issue::Init init;
+  Issue::Init init(comm, block_types(comm, true, stypes, rtypes, false));
   return persistent_made(coll::neighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm,
                                                   Issue::persistent_init(request, &init)),
                          init, comm, "MPI_Neighbor_alltoallw_init", request);
@@ -568,7 +570,7 @@ int TEMPI_WRAPPER(MPI_Reduce_init)(const void *sbuf, void *rbuf, int count, MPI_
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Reduce_init)(sbuf, rbuf, count, type, op, root, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {type});
   return persistent_made(coll::reduce(sbuf, rbuf, count, type, op, root, comm, Issue::persistent_init(request, &init)),
                          init, comm, "MPI_Reduce_init", request);
 }
@@ -578,7 +580,7 @@ int TEMPI_WRAPPER(MPI_Allreduce_init)(const void *sbuf, void *rbuf, int count, M
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Allreduce_init)(sbuf, rbuf, count, type, op, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {type});
   return persistent_made(coll::allreduce(sbuf, rbuf, count, type, op, comm, Issue::persistent_init(request, &init)),
                          init, comm, "MPI_Allreduce_init", request);
 }
@@ -588,7 +590,7 @@ int TEMPI_WRAPPER(MPI_Reduce_scatter_init)(const void *sbuf, void *rbuf, const i
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Reduce_scatter_init)(sbuf, rbuf, rcounts, type, op, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {type});
   return persistent_made(
       coll::reduce_scatter(sbuf, rbuf, rcounts, type, op, comm, Issue::persistent_init(request, &init)), init, comm,
       "MPI_Reduce_scatter_init", request);
@@ -599,7 +601,7 @@ int TEMPI_WRAPPER(MPI_Reduce_scatter_block_init)(const void *sbuf, void *rbuf, i
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Reduce_scatter_block_init)(sbuf, rbuf, rcount, type, op, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {type});
   return persistent_made(
       coll::reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm, Issue::persistent_init(request, &init)), init,
       comm, "MPI_Reduce_scatter_block_init", request);
@@ -610,7 +612,7 @@ int TEMPI_WRAPPER(MPI_Scan_init)(const void *sbuf, void *rbuf, int count, MPI_Da
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Scan_init)(sbuf, rbuf, count, type, op, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {type});
   return persistent_made(coll::scan(sbuf, rbuf, count, type, op, comm, Issue::persistent_init(request, &init)), init,
                          comm, "MPI_Scan_init", request);
 }
@@ -620,7 +622,7 @@ int TEMPI_WRAPPER(MPI_Exscan_init)(const void *sbuf, void *rbuf, int count, MPI_
   flush_sends();  // an init may wait for its peers: sends queued before it go first
   if (!active() || library_judges(comm, false))
     return TEMPI_NEXT(MPI_Exscan_init)(sbuf, rbuf, count, type, op, comm, info, request);
-  Issue::Init init;
+  Issue::Init init(comm, {type});
   return persistent_made(coll::exscan(sbuf, rbuf, count, type, op, comm, Issue::persistent_init(request, &init)), init,
                          comm, "MPI_Exscan_init", request);
 }

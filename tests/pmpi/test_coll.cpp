@@ -34,6 +34,9 @@
 #include <vector>
 
 #include "canonicalize.hpp"
+#if !defined(P2P_HOST_BUFFERS) && !defined(P2P_REAL_GPU)
+#include "emulated_faults.hpp"
+#endif
 #include "host_packer.hpp"
 #include "mpi_types.hpp"
 #include "p2p_main.hpp"
@@ -232,6 +235,11 @@ Where where_of(int round, int side) {
   if (round == 0) return Where::Gpu;
   if (round == 1) return Where::Host;
   return mix({round, g_rank, side, 11}) % 4 == 0 ? Where::Host : Where::Gpu;
+}
+
+// The bytes of some ints, as buffers hold them.
+std::vector<char> int_bytes(const std::vector<int> &v) {
+  return std::vector<char>(reinterpret_cast<const char *>(v.data()), reinterpret_cast<const char *>(v.data() + v.size()));
 }
 
 // ---- running a collective three ways -------------------------------------------------------
@@ -588,6 +596,50 @@ TEST_CASE("MPI_Alltoallw with a random type per peer", "[coll][alltoallw]") {
         // MPICH 4.0.2's in-place MPI_Ialltoallw copies recvcounts[j] times the size of
         // another peer's type (a message-truncated error in its own schedule).
         !in_place);
+  }
+}
+
+// The common MPI_Alltoallw idiom of a sparse exchange: the peers a rank skips get count 0
+// and MPI_DATATYPE_NULL, which MPI accepts for no data. Here each rank sends 4 ints to the
+// next rank only; GPU and host buffers mix across ranks (a rank that rejects the call
+// would leave the others waiting in it).
+TEST_CASE("MPI_Alltoallw with MPI_DATATYPE_NULL for the blocks of count 0", "[coll][alltoallw][null]") {
+  const size_t n = size_t(g_size);
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  std::vector<int> scounts(n, 0), rcounts(n, 0), displs(n, 0);
+  std::vector<MPI_Datatype> stypes(n, MPI_DATATYPE_NULL), rtypes(n, MPI_DATATYPE_NULL);
+  scounts[size_t(next)] += 4;
+  stypes[size_t(next)] = MPI_INT;
+  rcounts[size_t(prev)] += 4;
+  rtypes[size_t(prev)] = MPI_INT;
+  const std::vector<int> mine{g_rank, g_rank + 10, g_rank + 20, g_rank + 30};
+  const std::vector<int> want{prev, prev + 10, prev + 20, prev + 30};
+  for (int round = 0; round < 4; ++round) {
+    for (int form = 0; form < 3; ++form) {
+      INFO("round " << round << ", " << (form == 0 ? "blocking" : form == 1 ? "nonblocking" : "persistent"));
+      Buf send(where_of(round, 0), sizeof mine[0] * 4), recv(where_of(round, 1), sizeof mine[0] * 4);
+      send.upload(int_bytes(mine));
+      recv.fill(0);
+      const int *sc = scounts.data(), *rc = rcounts.data(), *d = displs.data();
+      const MPI_Datatype *st = stypes.data(), *rt = rtypes.data();
+      MPI_Request req = MPI_REQUEST_NULL;
+      if (form == 0) {
+        MPI_OK(MPI_Alltoallw(send.get(), sc, d, st, recv.get(), rc, d, rt, MPI_COMM_WORLD));
+      } else if (form == 1) {
+        MPI_OK(MPI_Ialltoallw(send.get(), sc, d, st, recv.get(), rc, d, rt, MPI_COMM_WORLD, &req));
+        MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+      } else {
+#if MPI_VERSION >= 4 && !defined(COLL_LIBRARY_ALONE)
+        MPI_OK(MPI_Alltoallw_init(send.get(), sc, d, st, recv.get(), rc, d, rt, MPI_COMM_WORLD, MPI_INFO_NULL, &req));
+        MPI_OK(MPI_Start(&req));
+        MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        MPI_OK(MPI_Request_free(&req));
+#else
+        continue;
+#endif
+      }
+      CHECK(first_difference(recv.download(), int_bytes(want)) == "");
+    }
   }
 }
 
@@ -1019,6 +1071,105 @@ TEST_CASE("reductions", "[coll][reduce]") {
   }
 }
 
+// A sum of ints for a type whose elements are every other int of 8 (extent 15 ints).
+void sum_every_other(void *in, void *inout, int *len, MPI_Datatype *) {
+  const int *a = static_cast<const int *>(in);
+  int *b = static_cast<int *>(inout);
+  for (int e = 0; e < *len; ++e)
+    for (int k = 0; k < 8; ++k) b[e * 15 + 2 * k] += a[e * 15 + 2 * k];
+}
+
+// Two reductions in flight on the interleaved halves of one array: each writes its own
+// ints only (the bytes between a receive buffer's blocks are never written), so neither
+// undoes the other's result.
+TEST_CASE("nonblocking reductions on interleaved parts of one buffer", "[coll][reduce][holes]") {
+  MPI_Datatype every_other;
+  MPI_OK(MPI_Type_vector(8, 1, 2, MPI_INT, &every_other));
+  MPI_OK(MPI_Type_commit(&every_other));
+  MPI_Op sum;
+  MPI_OK(MPI_Op_create(sum_every_other, 1, &sum));
+  std::vector<int> mine(16), want(16);
+  for (int i = 0; i < 16; ++i) {
+    mine[size_t(i)] = (i % 2 ? 1000 : 1) * (g_rank + 1);
+    want[size_t(i)] = (i % 2 ? 1000 : 1) * g_size * (g_size + 1) / 2;
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (bool persistent : {false, true}) {
+      INFO("round " << round << (persistent ? ", persistent" : ", nonblocking"));
+      Buf buf(where_of(round, 1), sizeof(int) * 16);
+      buf.upload(int_bytes(mine));
+      int *even = static_cast<int *>(buf.get()), *odd = even + 1;
+      MPI_Request reqs[2];
+      if (persistent) {
+#if MPI_VERSION >= 4 && !defined(COLL_LIBRARY_ALONE)
+        MPI_OK(MPI_Allreduce_init(MPI_IN_PLACE, even, 1, every_other, sum, MPI_COMM_WORLD, MPI_INFO_NULL, &reqs[0]));
+        MPI_OK(MPI_Allreduce_init(MPI_IN_PLACE, odd, 1, every_other, sum, MPI_COMM_WORLD, MPI_INFO_NULL, &reqs[1]));
+        MPI_OK(MPI_Startall(2, reqs));
+#else
+        continue;
+#endif
+      } else {
+        MPI_OK(MPI_Iallreduce(MPI_IN_PLACE, even, 1, every_other, sum, MPI_COMM_WORLD, &reqs[0]));
+        MPI_OK(MPI_Iallreduce(MPI_IN_PLACE, odd, 1, every_other, sum, MPI_COMM_WORLD, &reqs[1]));
+      }
+      MPI_OK(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE));
+      if (persistent)
+        for (MPI_Request &r : reqs) MPI_OK(MPI_Request_free(&r));
+      CHECK(first_difference(buf.download(), int_bytes(want)) == "");
+    }
+  }
+  MPI_OK(MPI_Op_free(&sum));
+  MPI_OK(MPI_Type_free(&every_other));
+}
+
+#if !defined(P2P_HOST_BUFFERS) && !defined(P2P_REAL_GPU)
+// Staging that cannot be pinned is pageable, as for point-to-point: the collective still
+// runs. Each rank's n-th pinned allocation of the call fails: a packed side's staging, a
+// reduction's host copy, or the packed blocks of its write-back.
+TEST_CASE("collectives without pinned host memory stage in pageable memory", "[coll][faults]") {
+  using tempi::EmulatedFault;
+  MPI_Datatype every_other;
+  MPI_OK(MPI_Type_vector(8, 1, 2, MPI_INT, &every_other));
+  MPI_OK(MPI_Type_commit(&every_other));
+  MPI_Op sum;
+  MPI_OK(MPI_Op_create(sum_every_other, 1, &sum));
+  const int n = g_size;
+  std::vector<int> send(size_t(15 * n), -1), want(size_t(8 * n)), reduced(16, -1);
+  for (int j = 0; j < n; ++j)
+    for (int k = 0; k < 8; ++k) {
+      send[size_t(15 * j + 2 * k)] = 1000 * g_rank + 10 * j + k;
+      want[size_t(8 * j + k)] = 1000 * j + 10 * g_rank + k;
+    }
+  // The sum of every rank's own block (1010 rank + k); the odd ints stay as they were.
+  for (int k = 0; k < 8; ++k) reduced[size_t(2 * k)] = 1010 * n * (n - 1) / 2 + n * k;
+  std::vector<int> broadcast(16, -1);  // rank 0's; the odd ints stay as they were
+  for (int k = 0; k < 8; ++k) broadcast[size_t(2 * k)] = 100 + k;
+  for (int nth = 1; nth <= 3; ++nth) {
+    INFO("pinned allocation " << nth << " fails");
+    Buf s(Where::Gpu, sizeof(int) * send.size()), r(Where::Gpu, sizeof(int) * want.size()), red(Where::Gpu, 64);
+    s.upload(int_bytes(send));
+    r.fill(0);
+    red.upload(int_bytes(std::vector<int>(16, -1)));
+    tempi::emulated_fail_nth(EmulatedFault::PinnedAlloc, nth);
+    CHECK(MPI_Alltoall(s.get(), 1, every_other, r.get(), 8, MPI_INT, MPI_COMM_WORLD) == MPI_SUCCESS);
+    CHECK(first_difference(r.download(), int_bytes(want)) == "");
+    tempi::emulated_fail_nth(EmulatedFault::PinnedAlloc, nth);
+    CHECK(MPI_Allreduce(static_cast<int *>(s.get()) + 15 * g_rank, red.get(), 1, every_other, sum, MPI_COMM_WORLD) ==
+          MPI_SUCCESS);
+    CHECK(first_difference(red.download(), int_bytes(reduced)) == "");
+    // Packed sides (an all-to-all may move everything zero-copy instead).
+    Buf b(Where::Gpu, 64);
+    b.upload(int_bytes(g_rank == 0 ? broadcast : std::vector<int>(16, -1)));
+    tempi::emulated_fail_nth(EmulatedFault::PinnedAlloc, nth);
+    CHECK(MPI_Bcast(b.get(), 1, every_other, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
+    CHECK(first_difference(b.download(), int_bytes(broadcast)) == "");
+    tempi::emulated_fail_nth(EmulatedFault::PinnedAlloc, 0);
+  }
+  MPI_OK(MPI_Op_free(&sum));
+  MPI_OK(MPI_Type_free(&every_other));
+}
+#endif
+
 TEST_CASE("MPI_Reduce_local and MPI_MAXLOC on GPU buffers", "[coll][reduce]") {
   for (int round = 0; round < 4; ++round) {
     INFO("round " << round);
@@ -1116,6 +1267,100 @@ TEST_CASE("persistent collectives started 20 times with new data, in one MPI_Sta
   for (MPI_Request &r : reqs) MPI_OK(MPI_Request_free(&r));
   for (MPI_Request r : reqs) CHECK(r == MPI_REQUEST_NULL);
   MPI_OK(MPI_Type_free(&strided));
+}
+
+// An MPI_Startall that fails part-way: the collectives it started before the failing one
+// run, and their completion delivers their data. (A root outside the communicator fails
+// at the start: TEMPI's init leaves the root to the library's call.)
+TEST_CASE("persistent collectives started before a failing start of the same MPI_Startall",
+          "[coll][persistent][partial]") {
+  const size_t n = size_t(g_size);
+  MPI_Comm comm;
+  MPI_OK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+  MPI_OK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    Buf send(where_of(round, 0), sizeof(int)), recv(where_of(round, 1), sizeof(int) * n), root(Where::Gpu, sizeof(int));
+    std::vector<int> want(n);
+    for (int i = 0; i < g_size; ++i) want[size_t(i)] = i + 7;
+    MPI_Request reqs[2];
+    MPI_OK(MPI_Allgather_init(send.get(), 1, MPI_INT, recv.get(), 1, MPI_INT, comm, MPI_INFO_NULL, &reqs[0]));
+    const int init = MPI_Bcast_init(root.get(), 1, MPI_INT, g_size + 3, comm, MPI_INFO_NULL, &reqs[1]);
+    if (init != MPI_SUCCESS) {  // a library that checks the root at init: nothing to try
+      MPI_OK(MPI_Request_free(&reqs[0]));
+      continue;
+    }
+    for (int start = 0; start < 3; ++start) {
+      INFO("start " << start);
+      send.upload(int_bytes({g_rank + 7 + start}));
+      for (int i = 0; i < g_size; ++i) want[size_t(i)] = i + 7 + start;
+      recv.fill(0);
+      CHECK(MPI_Startall(2, reqs) != MPI_SUCCESS);
+      MPI_OK(MPI_Wait(&reqs[0], MPI_STATUS_IGNORE));
+      CHECK(first_difference(recv.download(), int_bytes(want)) == "");
+    }
+    for (MPI_Request &r : reqs) MPI_OK(MPI_Request_free(&r));
+  }
+  MPI_OK(MPI_Comm_free(&comm));
+}
+
+// MPI_Comm_free and MPI_Type_free only mark their object for deallocation: a persistent
+// request made before keeps working, even once new objects are made (which may get the
+// freed handles). The all-to-all's type array names one type for every peer.
+TEST_CASE("persistent collectives started after their communicator and datatypes were freed",
+          "[coll][persistent][freed]") {
+  const size_t n = size_t(g_size);
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    MPI_Comm comm;
+    MPI_OK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    MPI_Datatype pair, strided;
+    MPI_OK(MPI_Type_contiguous(2, MPI_INT, &pair));
+    MPI_OK(MPI_Type_commit(&pair));
+    MPI_OK(MPI_Type_vector(2, 1, 2, MPI_INT, &strided));
+    MPI_OK(MPI_Type_commit(&strided));
+    const std::vector<int> mine{g_rank, g_rank + 100, g_rank + 200, g_rank + 300};
+    std::vector<int> gathered(2 * n), exchanged(2 * n);
+    for (int i = 0; i < g_size; ++i) {
+      gathered[size_t(2 * i)] = i;
+      gathered[size_t(2 * i + 1)] = i + 100;
+      exchanged[size_t(2 * i)] = i;
+      exchanged[size_t(2 * i + 1)] = i + 200;
+    }
+    Buf send(where_of(round, 0), sizeof(int) * 4), recv(where_of(round, 1), sizeof(int) * 2 * n),
+        recv_w(where_of(round, 1), sizeof(int) * 2 * n);
+    send.upload(int_bytes(mine));
+    std::vector<int> ones(n, 1), zeros(n, 0), rdispls(n);
+    for (size_t j = 0; j < n; ++j) rdispls[j] = int(j * 2 * sizeof(int));
+    std::vector<MPI_Datatype> stypes(n, strided), rtypes(n, pair);
+    MPI_Request reqs[2];
+    MPI_OK(MPI_Allgather_init(send.get(), 1, pair, recv.get(), 1, pair, comm, MPI_INFO_NULL, &reqs[0]));
+    MPI_OK(MPI_Alltoallw_init(send.get(), ones.data(), zeros.data(), stypes.data(), recv_w.get(), ones.data(),
+                              rdispls.data(), rtypes.data(), comm, MPI_INFO_NULL, &reqs[1]));
+    MPI_OK(MPI_Type_free(&pair));
+    MPI_OK(MPI_Type_free(&strided));
+    MPI_OK(MPI_Comm_free(&comm));
+    MPI_Comm other;  // a singleton communicator, and other types, where the freed ones were
+    MPI_OK(MPI_Comm_split(MPI_COMM_WORLD, g_rank, 0, &other));
+    MPI_Datatype triple, wide;
+    MPI_OK(MPI_Type_contiguous(3, MPI_INT, &triple));
+    MPI_OK(MPI_Type_commit(&triple));
+    MPI_OK(MPI_Type_vector(2, 1, 3, MPI_INT, &wide));
+    MPI_OK(MPI_Type_commit(&wide));
+    for (int start = 0; start < 2; ++start) {
+      INFO("start " << start);
+      recv.fill(0);
+      recv_w.fill(0);
+      MPI_OK(MPI_Startall(2, reqs));
+      MPI_OK(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE));
+      CHECK(first_difference(recv.download(), int_bytes(gathered)) == "");
+      CHECK(first_difference(recv_w.download(), int_bytes(exchanged)) == "");
+    }
+    for (MPI_Request &r : reqs) MPI_OK(MPI_Request_free(&r));
+    MPI_OK(MPI_Type_free(&triple));
+    MPI_OK(MPI_Type_free(&wide));
+    MPI_OK(MPI_Comm_free(&other));
+  }
 }
 #endif
 

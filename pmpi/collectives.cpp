@@ -663,12 +663,26 @@ int wire_typed(const Side &s, const int *user_counts, const Disp *user_displs, c
   w.counts.assign(std::max(n, room), 0);
   displs.assign(std::max(n, room), 0);
   w.types.assign(std::max(n, room), w.unit);
+  w.placed.clear();
   for (size_t i = 0; i < n; ++i) {
     w.counts[i] = int(s.bytes(i) / unit);
-    if (std::is_same<Disp, int>::value && s.offset(i) > INT_MAX)
-      return raise_error(op.comm, MPI_ERR_COUNT, "%s: packed data beyond 2 GiB cannot be displaced in ints",
+    if (!std::is_same<Disp, int>::value || s.offset(i) <= INT_MAX) {
+      displs[i] = Disp(s.offset(i));
+      continue;
+    }
+    // Staging offsets add up over the blocks, so they pass 2 GiB where every displacement
+    // the application gave was small (an FFT transpose's blocks at displacement 0): such a
+    // block goes as one element of a type that carries its offset, at displacement 0.
+    if (w.counts[i] == 0) continue;
+    const MPI_Aint at = MPI_Aint(s.offset(i));
+    MPI_Datatype placed = MPI_DATATYPE_NULL;
+    if (PMPI_Type_create_hindexed(1, &w.counts[i], &at, w.unit, &placed) != MPI_SUCCESS ||
+        PMPI_Type_commit(&placed) != MPI_SUCCESS)
+      return raise_error(op.comm, MPI_ERR_INTERN, "%s: cannot make a type for a block past 2 GiB of staging",
                          op.call);
-    displs[i] = Disp(s.offset(i));
+    w.placed.emplace_back(placed);
+    w.types[i] = placed;
+    w.counts[i] = 1;
   }
   out = {w.counts.data(), displs.data(), w.types.data()};
   return MPI_SUCCESS;

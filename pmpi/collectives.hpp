@@ -147,6 +147,7 @@ struct Wire {
   std::vector<MPI_Aint> adispls;      // per block, MPI_Aint byte displacements
   std::vector<MPI_Datatype> types;    // per block
   OwnedType owned;                    // a unit TEMPI made
+  std::vector<OwnedType> placed;      // per-block types that carry a displacement past 2 GiB
 };
 
 // Everything one collective call needs around the library call.

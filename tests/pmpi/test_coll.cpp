@@ -659,6 +659,48 @@ TEST_CASE("MPI_Alltoallw with MPI_DATATYPE_NULL for the blocks of count 0", "[co
   }
 }
 
+// TEMPI's staging places the blocks one after another, so its offsets pass 2 GiB where
+// every displacement the application gave was small: rank 0 sends one block of 2 GiB + 8
+// bytes to itself and one double to every other rank, all from displacement 0. MPI_Alltoallw
+// takes int displacements. Long form only (TEMPI_TEST_SOAK=long): 2 GiB of GPU memory and
+// more of host memory at rank 0.
+TEST_CASE("MPI_Alltoallw whose staging passes 2 GiB at one rank", "[coll][alltoallw][large]") {
+  const char *soak = std::getenv("TEMPI_TEST_SOAK");
+  if (!soak || std::string(soak) != "long") return;
+  const int64_t n = (int64_t(1) << 28) + 1;  // doubles
+  MPI_Datatype big;
+  MPI_OK(MPI_Type_contiguous(int(n), MPI_DOUBLE, &big));
+  MPI_OK(MPI_Type_commit(&big));
+  const size_t size = size_t(g_size);
+  std::vector<int> sc(size, 1), sd(size, 0), rc(size, 1), rd(size, 0);
+  std::vector<MPI_Datatype> st(size, MPI_DOUBLE), rt(size, MPI_DOUBLE);
+  std::vector<double> mine(g_rank == 0 ? size_t(n) : 1);
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = double(g_rank * 1000) + double(i) + 0.5;
+  if (g_rank == 0) {
+    st[0] = rt[0] = big;
+    for (int j = 0; j < g_size; ++j) rd[size_t(j)] = j == 0 ? 8 * g_size : 8 * (j - 1);  // its own block last
+  } else {
+    for (int j = 1; j < g_size; ++j) sc[size_t(j)] = rc[size_t(j)] = 0;
+  }
+  const size_t rbytes = g_rank == 0 ? size_t(8 * (g_size + n)) : 8;
+  Buf send(where_of(0, 0), mine.size() * 8), recv(Where::Host, rbytes);
+  send.upload(std::vector<char>(reinterpret_cast<const char *>(mine.data()),
+                                reinterpret_cast<const char *>(mine.data() + mine.size())));
+  MPI_OK(MPI_Alltoallw(send.get(), sc.data(), sd.data(), st.data(), recv.get(), rc.data(), rd.data(), rt.data(),
+                       MPI_COMM_WORLD));
+  const std::vector<char> got = recv.download();
+  const double *d = reinterpret_cast<const double *>(got.data());
+  int64_t wrong = 0;
+  if (g_rank == 0) {
+    for (int j = 1; j < g_size; ++j) wrong += d[j - 1] != double(j * 1000) + 0.5;
+    for (int64_t i = 0; i < n; ++i) wrong += d[g_size + i] != double(i) + 0.5;
+  } else {
+    wrong += d[0] != 0.5;
+  }
+  CHECK(wrong == 0);
+  MPI_OK(MPI_Type_free(&big));
+}
+
 TEST_CASE("MPI_Allgather and MPI_Allgatherv", "[coll][allgather]") {
   for (int round = 0; round < kRounds; ++round) {
     const Choice st = choose(round, 0, 0), rt = choose(round, 0, 1);

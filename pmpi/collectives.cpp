@@ -258,6 +258,12 @@ int Side::plan_region_back(void *buf, MPI_Comm comm, const char *call) {
     typed_[i] = placed.typed;
     total += placed.bytes;
   }
+  // Blocks with no bytes between them (a reduction on contiguous data, the common case):
+  // the copy of the whole region is the same bytes, without the pack.
+  if (total == span_ && std::all_of(plans_.begin(), plans_.end(), [&](const Plan &p) {
+        return p.packed_size() == 0 || p.contiguous();
+      }))
+    return MPI_SUCCESS;
   whole_back_ = false;
   transfer_ = {Method::OneShot, total};
   if (total == 0) return MPI_SUCCESS;

@@ -72,7 +72,7 @@ double staged_side(const Profile &p, bool pack, const TransferQuery &q, int64_t 
 namespace {
 
 Prediction predict_staged(const Profile &p, const TransferQuery &q, const Config &cfg) {
-  const double wire = p.mpi_host.at(double(q.bytes));
+  const double wire = p.host_wire(q.batched).at(double(q.bytes));
   if (q.contiguous)  // one copy each way, no kernel
     return {step(p, p.copy_to_host.at(double(q.bytes)), q.batched) + wire +
                 step(p, p.copy_to_device.at(double(q.bytes)), q.batched),
@@ -116,7 +116,9 @@ std::optional<Prediction> predict(const Profile &p, Method m, const TransferQuer
   const double b = double(q.bytes);
   switch (m) {
     case Method::Device: {
-      const Curve *wire = p.device_wire(q.peer);
+      // In a batch, the library's time per message of many in flight (its device path
+      // may move them one after another where its host path overlaps them).
+      const Curve *wire = p.device_wire(q.peer, q.batched);
       if (!wire) return std::nullopt;
       if (q.contiguous) return Prediction{wire->at(b), q.bytes};  // the library reads the buffer itself
       return Prediction{step(p, p.pack_device.at(b, q.block, q.word), q.batched) + wire->at(b) +
@@ -130,7 +132,7 @@ std::optional<Prediction> predict(const Profile &p, Method m, const TransferQuer
         return Prediction{step(p, p.copy_to_host.at(b), q.batched) + p.mpi_host.at(b) +
                               step(p, p.copy_to_device.at(b), q.batched),
                           q.bytes};
-      return Prediction{step(p, p.pack_host.at(b, q.block, q.word), q.batched) + p.mpi_host.at(b) +
+      return Prediction{step(p, p.pack_host.at(b, q.block, q.word), q.batched) + p.host_wire(q.batched).at(b) +
                             step(p, p.unpack_host.at(b, q.block, q.word), q.batched),
                         q.bytes};
     case Method::Staged:

@@ -92,10 +92,12 @@ PeerClass classify_peer(bool same_node, const std::string &my_gpu, const std::st
   return !my_gpu.empty() && my_gpu == peer_gpu ? PeerClass::SameGpu : PeerClass::SameNode;
 }
 
-const Curve *Profile::device_wire(PeerClass peer) const {
+const Curve *Profile::device_wire(PeerClass peer, bool batched) const {
+  const DeviceWire *found = mpi_device.empty() ? nullptr : &mpi_device.front();
   for (const DeviceWire &w : mpi_device)
-    if (w.peer == peer) return &w.time;
-  return mpi_device.empty() ? nullptr : &mpi_device.front().time;
+    if (w.peer == peer) found = &w;
+  if (!found) return nullptr;
+  return batched ? &found->batched : &found->time;
 }
 
 // ---------------------------------------------------------------- JSON
@@ -407,10 +409,12 @@ std::string write_profile(const Profile &p) {
     << "  \"copy_to_host\": {" << curve_members(p.copy_to_host) << "},\n"
     << "  \"copy_to_device\": {" << curve_members(p.copy_to_device) << "},\n"
     << "  \"mpi_host\": {" << curve_members(p.mpi_host) << "},\n"
+    << "  \"mpi_host_batched\": {" << curve_members(p.mpi_host_batched) << "},\n"
     << "  \"mpi_device\": [";
   for (size_t i = 0; i < p.mpi_device.size(); ++i)
     o << (i ? "," : "") << "\n    {\"peer\": " << quoted(to_string(p.mpi_device[i].peer)) << ", "
-      << curve_members(p.mpi_device[i].time) << "}";
+      << curve_members(p.mpi_device[i].time) << ",\n     \"batched\": {" << curve_members(p.mpi_device[i].batched)
+      << "}}";
   o << "]\n}\n";
   return o.str();
 }
@@ -439,13 +443,14 @@ std::optional<Profile> parse_profile(const std::string &text, std::string &error
        r.kernels(root, "pack_device", p.pack_device) && r.kernels(root, "unpack_device", p.unpack_device) &&
        r.kernels(root, "pack_host", p.pack_host) && r.kernels(root, "unpack_host", p.unpack_host) &&
        r.curve(root, "copy_to_host", p.copy_to_host) && r.curve(root, "copy_to_device", p.copy_to_device) &&
-       r.curve(root, "mpi_host", p.mpi_host);
+       r.curve(root, "mpi_host", p.mpi_host) && r.curve(root, "mpi_host_batched", p.mpi_host_batched);
   if (ok) {
     const Json *dev = root.get("mpi_device");
     if (!dev || dev->kind != Json::Kind::Array) ok = r.bad("mpi_device", "is not an array");
     for (size_t i = 0; ok && i < dev->items.size(); ++i) {
       DeviceWire w;
-      ok = r.peer(dev->items[i], "peer", w.peer) && r.curve_of(dev->items[i], "mpi_device", w.time);
+      ok = r.peer(dev->items[i], "peer", w.peer) && r.curve_of(dev->items[i], "mpi_device", w.time) &&
+           r.curve(dev->items[i], "batched", w.batched);
       p.mpi_device.push_back(std::move(w));
     }
     if (ok && p.cuda_aware && p.mpi_device.empty())

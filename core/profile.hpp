@@ -49,11 +49,17 @@ std::optional<PeerClass> peer_class_from(const std::string &name);
 // process without a GPU shares none).
 PeerClass classify_peer(bool same_node, const std::string &my_gpu, const std::string &peer_gpu);
 
-// The MPI library's time for a message between two GPU buffers, for one placement.
+// The MPI library's time for a message between two GPU buffers, for one placement:
+// alone (a ping-pong), and per message when kBatchMessages go each way at once.
 struct DeviceWire {
   PeerClass peer = PeerClass::Unknown;
   Curve time;
+  Curve batched;
 };
+
+// Messages in flight each way when tempi-measure times a batch (the batched curves): a
+// 26-neighbour halo exchange between two ranks has 26 each way.
+constexpr int kBatchMessages = 16;
 
 // What a profile was measured on; a profile applies only where both match.
 struct MachineIdentity {
@@ -62,7 +68,10 @@ struct MachineIdentity {
 };
 
 // 2: staged_chunk_s (the staged method's cost per chunk beyond its kernel's launch).
-constexpr int kProfileVersion = 2;
+// 3: the batched curves (mpi_host_batched, mpi_device[].batched): a library's time for one
+//    message of many in flight is not its time alone (CUDA-aware Open MPI 4.1 moves 16
+//    device messages at once one after another; host messages overlap).
+constexpr int kProfileVersion = 3;
 
 // Every time is synchronous: what one TEMPI call costs, launch and synchronization
 // included (tempi-measure times the backend's calls with a host clock).
@@ -83,11 +92,13 @@ struct Profile {
   KernelTable pack_host, unpack_host;      // between device and mapped pinned host memory (one-shot)
   Curve copy_to_host, copy_to_device;      // copy engines, device <-> pinned host
   Curve mpi_host;                          // the MPI library between pinned host buffers
+  Curve mpi_host_batched;                  // the same, per message of kBatchMessages each way
   std::vector<DeviceWire> mpi_device;      // between device buffers, where CUDA-aware
 
-  // The device-buffer curve for `peer` (the measured one when `peer` has none); null
-  // when there is none at all.
-  const Curve *device_wire(PeerClass peer) const;
+  // The device-buffer curve for `peer` (the measured one when `peer` has none), alone or
+  // per message of a batch; null when there is none at all.
+  const Curve *device_wire(PeerClass peer, bool batched = false) const;
+  const Curve &host_wire(bool batched) const { return batched ? mpi_host_batched : mpi_host; }
 };
 
 std::string write_profile(const Profile &p);

@@ -254,6 +254,7 @@ Status move(GpuBuffers &g, Direction d, const Plan &plan, char *typed) {
 
 struct Grid {
   std::vector<int64_t> blocks, kernel_sizes, copy_sizes, mpi_sizes;
+  std::vector<int64_t> batch_sizes;  // of the batched curves: kBatchMessages each way fit in 2 * max_bytes
   int word_block;      // rows of this size measure the word factors,
   int64_t word_bytes;  // at this object size
   Budget budget;
@@ -273,6 +274,8 @@ Grid grid_for(const Options &o) {
     g.budget = {5, 200, 0.1};
   }
   g.mpi_sizes = g.copy_sizes;
+  for (int64_t b : g.mpi_sizes)
+    if (b * kBatchMessages <= o.max_bytes) g.batch_sizes.push_back(b);
   g.word_block = 256;
   g.word_bytes = std::min<int64_t>(o.max_bytes, o.quick ? 256 << 10 : 1 << 20);
   return g;
@@ -408,6 +411,36 @@ Curve ping_pong(void *buf, const std::vector<int64_t> &sizes, const char *stage)
         PMPI_Send(buf, int(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD);
       }
       if (i >= 2) t.push_back((MPI_Wtime() - t0) / 2);
+    }
+    c.bytes.push_back(double(bytes));
+    c.seconds.push_back(median(t));
+    g_progress.step(stage);
+  }
+  return c;
+}
+
+// Per message, the median time of kBatchMessages messages each way between ranks 0 and 1
+// at once (PMPI_Irecv and PMPI_Isend of distinct slices of `buf`, one PMPI_Waitall), the
+// library alone: what one message of a halo exchange's batch costs, where a library may
+// overlap its messages (host buffers) or move them one after another (device buffers of
+// CUDA-aware Open MPI 4.1). `buf` holds 2 * kBatchMessages of the largest size.
+Curve batch_exchange(char *buf, const std::vector<int64_t> &sizes, const char *stage) {
+  Curve c;
+  constexpr int k = kBatchMessages;
+  const int peer = 1 - g_rank;
+  std::vector<MPI_Request> requests(2 * k);
+  for (int64_t bytes : sizes) {
+    const int reps = int(std::clamp<int64_t>((int64_t(64) << 20) / (k * bytes), 5, 50));
+    std::vector<double> t;
+    for (int i = 0; i < reps + 2; ++i) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = MPI_Wtime();
+      for (int m = 0; m < k; ++m)
+        PMPI_Irecv(buf + (k + m) * bytes, int(bytes), MPI_BYTE, peer, 20 + m, MPI_COMM_WORLD, &requests[m]);
+      for (int m = 0; m < k; ++m)
+        PMPI_Isend(buf + m * bytes, int(bytes), MPI_BYTE, peer, 20 + m, MPI_COMM_WORLD, &requests[k + m]);
+      PMPI_Waitall(2 * k, requests.data(), MPI_STATUSES_IGNORE);
+      if (i >= 2) t.push_back((MPI_Wtime() - t0) / k);
     }
     c.bytes.push_back(double(bytes));
     c.seconds.push_back(median(t));
@@ -631,7 +664,7 @@ int run(const Options &o) {
     return n + 4 * 5 + 4;
   }();
   if (gpu) g_progress.plan(gpu_steps + (o.check ? check_steps(o, aware) : 0));
-  g_progress.plan(int(grid.mpi_sizes.size()) * (gpu && aware ? 2 : 1));
+  g_progress.plan(int(grid.mpi_sizes.size() + grid.batch_sizes.size()) * (gpu && aware ? 2 : 1));
 
   if (gpu && g_rank == 0) {
     GpuBuffers g(o.max_bytes);
@@ -651,18 +684,23 @@ int run(const Options &o) {
     std::vector<char> plain;
     void *buf = nullptr;
     if (gpu) {
-      check(b.acquire(ScratchKind::Pinned, size_t(o.max_bytes), pinned), "allocating pinned host memory");
+      check(b.acquire(ScratchKind::Pinned, size_t(2 * o.max_bytes), pinned), "allocating pinned host memory");
       buf = pinned.ptr;
     } else {
-      plain.assign(size_t(o.max_bytes), 1);
+      plain.assign(size_t(2 * o.max_bytes), 1);
       buf = plain.data();
     }
     p.mpi_host = ping_pong(buf, grid.mpi_sizes, "MPI, host buffers");
+    p.mpi_host_batched = batch_exchange(static_cast<char *>(buf), grid.batch_sizes, "MPI, host buffers, batched");
   }
   if (gpu && aware) {  // between GPU buffers, the library alone
     void *dev = nullptr;
-    check(b.allocate_device(size_t(o.max_bytes), &dev), "allocating device memory for MPI");
-    p.mpi_device.push_back({p.measured_peer, ping_pong(dev, grid.mpi_sizes, "MPI, GPU buffers")});
+    check(b.allocate_device(size_t(2 * o.max_bytes), &dev), "allocating device memory for MPI");
+    DeviceWire w;
+    w.peer = p.measured_peer;
+    w.time = ping_pong(dev, grid.mpi_sizes, "MPI, GPU buffers");
+    w.batched = batch_exchange(static_cast<char *>(dev), grid.batch_sizes, "MPI, GPU buffers, batched");
+    p.mpi_device.push_back(std::move(w));
     b.free_device(dev);
   }
 
@@ -716,7 +754,12 @@ int run(const Options &o) {
     print_curve("copy engines, host to device", p.copy_to_device);
   }
   print_curve("MPI, pinned host buffers", p.mpi_host);
-  for (const DeviceWire &w : p.mpi_device) print_curve("MPI, GPU buffers", w.time);
+  print_curve("MPI, pinned host, batched", p.mpi_host_batched);
+  std::printf("  (batched: per message, with %d messages each way in flight at once)\n", kBatchMessages);
+  for (const DeviceWire &w : p.mpi_device) {
+    print_curve("MPI, GPU buffers", w.time);
+    print_curve("MPI, GPU buffers, batched", w.batched);
+  }
   if (!gpu) {
     std::printf("no GPU: no profile written (the model needs the GPU's numbers)\n");
     return 0;

@@ -36,8 +36,9 @@ def main():
     args = ap.parse_args()
     with open(args.profile) as f:
         p = json.load(f)
-    if p.get("tempi_profile") not in (1, 2):  # 2 adds staged_chunk_s, which is not plotted
-        sys.exit(f"{args.profile}: not a version-1 or version-2 TEMPI profile")
+    # 2 adds staged_chunk_s, which is not plotted; 3 the batched curves
+    if p.get("tempi_profile") not in (1, 2, 3):
+        sys.exit(f"{args.profile}: not a TEMPI profile of version 1 to 3")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -63,8 +64,12 @@ def main():
     ax.set_title("copy engines")
     ax = axes[1][2]
     curve(ax, p["mpi_host"], "host buffers")
+    if "mpi_host_batched" in p:
+        curve(ax, p["mpi_host_batched"], "host buffers, per message of a batch")
     for w in p["mpi_device"]:
         curve(ax, w, f'GPU buffers ({w["peer"]})')
+        if "batched" in w:
+            curve(ax, w["batched"], f'GPU buffers ({w["peer"]}), per message of a batch')
     ax.set_title("MPI library (one way)")
     if checks:
         ax = axes[0][3]

@@ -268,6 +268,30 @@ TEST_CASE("messages in flight share the synchronization: the choice for a batch 
   CHECK(batched->seconds == Approx(alone->seconds - 2 * r.sync));
 }
 
+TEST_CASE("a library that serializes device messages in flight loses the batch it wins alone", "[method][model]") {
+  // As CUDA-aware Open MPI 4.1 on two H200s (tempi-measure, 2026-11-24): one 256 KiB
+  // device message alone beats pack-to-host + host send, but 16 in flight each way take
+  // their turns on the device path while the host messages overlap.
+  SyntheticRates r;
+  r.mpi_host = {5e-6, 5e9};
+  r.mpi_device = {10e-6, 100e9};
+  r.mpi_host_batched = Link{1e-6, 10e9};
+  r.mpi_device_batched = Link{60e-6, 20e9};
+  const Profile p = synthetic_profile(r);
+  const TransferQuery alone = rows(256 << 10, 512, false), batched = rows(256 << 10, 512, true);
+  CHECK(auto_choice(p, true, alone) == Method::Device);
+  CHECK(auto_choice(p, true, batched) == Method::OneShot);
+  // the batched prediction is made of the batched curves
+  const Curve &host = p.host_wire(true);
+  CHECK(host.at(256 << 10) == Approx(1e-6 + (256 << 10) / 10e9));  // a measured point
+  const auto device_alone = predict(p, Method::Device, alone, Config());
+  const auto device_batched = predict(p, Method::Device, batched, Config());
+  REQUIRE(device_alone);
+  REQUIRE(device_batched);
+  CHECK(device_batched->seconds - device_alone->seconds ==
+        Approx((60e-6 + (256 << 10) / 20e9) - (10e-6 + (256 << 10) / 100e9) - 2 * r.sync));
+}
+
 TEST_CASE("requested methods override the model", "[method][model]") {
   const Profile p = synthetic_profile();
   const TransferQuery q = rows(1 << 20, 64);

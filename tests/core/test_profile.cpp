@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -98,12 +99,15 @@ TEST_CASE("bad profiles are refused with a message that says why", "[profile]") 
     CHECK(error.find("truncated") != std::string::npos);
   }
   SECTION("another version") {
-    CHECK_FALSE(parse(edited("\"tempi_profile\": 2", "\"tempi_profile\": 3"), error));
-    CHECK(error.find("version 3") != std::string::npos);
-    // version 1 had no staged_chunk_s: such a profile is measured again, not guessed at
-    CHECK_FALSE(parse(edited("\"tempi_profile\": 2", "\"tempi_profile\": 1"), error));
-    CHECK(error.find("version 1") != std::string::npos);
-    CHECK(error.find("run tempi-measure again") != std::string::npos);
+    CHECK_FALSE(parse(edited("\"tempi_profile\": 3", "\"tempi_profile\": 4"), error));
+    CHECK(error.find("version 4") != std::string::npos);
+    // version 2 had no batched curves, version 1 no staged_chunk_s: such a profile is
+    // measured again, not guessed at
+    for (const char *older : {"\"tempi_profile\": 2", "\"tempi_profile\": 1"}) {
+      CHECK_FALSE(parse(edited("\"tempi_profile\": 3", older), error));
+      CHECK(error.find(std::string("version ") + older[std::strlen(older) - 1]) != std::string::npos);
+      CHECK(error.find("run tempi-measure again") != std::string::npos);
+    }
   }
   SECTION("not a profile") {
     CHECK_FALSE(parse("{\"hello\": 1}", error));
@@ -134,6 +138,13 @@ TEST_CASE("bad profiles are refused with a message that says why", "[profile]") 
     CHECK_FALSE(parse(edited("\"bytes\": [1024, 4096", "\"bytes\": [4096, 1024"), error));
     CHECK(error.find("out of order") != std::string::npos);
   }
+  SECTION("a batched curve missing") {
+    CHECK_FALSE(parse(edited("\"mpi_host_batched\"", "\"mpi_host_batch\""), error));
+    CHECK(error.find("mpi_host_batched") != std::string::npos);
+    CHECK_FALSE(parse(edited("\"batched\": {", "\"batch\": {"), error));
+    CHECK(error.find("batched") != std::string::npos);
+    CHECK(error.find("missing") != std::string::npos);
+  }
   SECTION("a CUDA-aware library without device measurements") {
     Profile p = synthetic_profile();
     p.mpi_device.clear();
@@ -154,8 +165,9 @@ TEST_CASE("a peer runs on another node, on this GPU, or elsewhere on this node",
 
 TEST_CASE("each placement has its own device-buffer curve, others the measured one", "[profile][peer]") {
   Profile p = synthetic_profile();  // measured on one node (SameNode)
-  p.mpi_device.push_back({PeerClass::SameGpu, tempi::testing::curve_of({1e-6, 900e9})});
-  p.mpi_device.push_back({PeerClass::OtherNode, tempi::testing::curve_of({30e-6, 10e9})});
+  using tempi::testing::curve_of;
+  p.mpi_device.push_back({PeerClass::SameGpu, curve_of({1e-6, 900e9}), curve_of({2e-6, 900e9})});
+  p.mpi_device.push_back({PeerClass::OtherNode, curve_of({30e-6, 10e9}), curve_of({40e-6, 10e9})});
   std::string error;
   const std::optional<Profile> back = parse_profile(write_profile(p), error);
   REQUIRE(back);
@@ -169,6 +181,9 @@ TEST_CASE("each placement has its own device-buffer curve, others the measured o
   CHECK(back->device_wire(PeerClass::OtherNode)->at(1 << 20) > back->device_wire(PeerClass::SameNode)->at(1 << 20));
   // an unknown peer: the placement the profile was measured in (its first curve)
   CHECK(back->device_wire(PeerClass::Unknown) == &back->mpi_device.front().time);
+  // each placement's batched curve comes with it
+  CHECK(back->device_wire(PeerClass::SameGpu, true)->at(1024) == Approx(2e-6 + 1024 / 900e9));
+  CHECK(back->device_wire(PeerClass::Unknown, true) == &back->mpi_device.front().batched);
   Profile one = synthetic_profile();
   CHECK(one.device_wire(PeerClass::OtherNode) == &one.mpi_device.front().time);
 }

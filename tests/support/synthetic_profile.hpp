@@ -2,6 +2,8 @@
 // over a rate, so a test can make any method the fastest by its choice of rates.
 #pragma once
 
+#include <optional>
+
 #include "profile.hpp"
 
 namespace tempi::testing {
@@ -38,6 +40,8 @@ struct SyntheticRates {
   Link copy{10e-6, 50e9};
   Link mpi_host{2e-6, 20e9};
   Link mpi_device{15e-6, 100e9};
+  // Per message of a batch; unset: as alone.
+  std::optional<Link> mpi_host_batched, mpi_device_batched;
   bool cuda_aware = true;
 };
 
@@ -58,7 +62,10 @@ inline Profile synthetic_profile(const SyntheticRates &r = {}) {
   p.pack_host = p.unpack_host = kernels_of(with_floor(r.pack_host, r));
   p.copy_to_host = p.copy_to_device = curve_of(with_floor(r.copy, r));
   p.mpi_host = curve_of(r.mpi_host);
-  if (r.cuda_aware) p.mpi_device.push_back({PeerClass::SameNode, curve_of(r.mpi_device)});
+  p.mpi_host_batched = curve_of(r.mpi_host_batched.value_or(r.mpi_host));
+  if (r.cuda_aware)
+    p.mpi_device.push_back(
+        {PeerClass::SameNode, curve_of(r.mpi_device), curve_of(r.mpi_device_batched.value_or(r.mpi_device))});
   return p;
 }
 
@@ -71,8 +78,8 @@ inline Profile placements_profile() {
   r.mpi_host = {2e-6, 20e9};
   r.mpi_device = {20e-6, 5e9};  // SameNode: slower than one-shot through host memory
   Profile p = synthetic_profile(r);
-  p.mpi_device.push_back({PeerClass::SameGpu, curve_of({1e-6, 2e12})});
-  p.mpi_device.push_back({PeerClass::OtherNode, curve_of({40e-6, 2e9})});
+  p.mpi_device.push_back({PeerClass::SameGpu, curve_of({1e-6, 2e12}), curve_of({1e-6, 2e12})});
+  p.mpi_device.push_back({PeerClass::OtherNode, curve_of({40e-6, 2e9}), curve_of({40e-6, 2e9})});
   return p;
 }
 

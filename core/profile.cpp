@@ -77,12 +77,14 @@ const char *to_string(PeerClass p) {
       return "same_node";
     case PeerClass::OtherNode:
       return "other_node";
+    case PeerClass::Self:
+      return "self";
   }
   return "?";
 }
 
 std::optional<PeerClass> peer_class_from(const std::string &name) {
-  for (PeerClass p : {PeerClass::Unknown, PeerClass::SameGpu, PeerClass::SameNode, PeerClass::OtherNode})
+  for (PeerClass p : {PeerClass::Unknown, PeerClass::SameGpu, PeerClass::SameNode, PeerClass::OtherNode, PeerClass::Self})
     if (name == to_string(p)) return p;
   return std::nullopt;
 }
@@ -324,7 +326,7 @@ class ProfileReader {
     std::string name;
     if (!text(o, key, name)) return false;
     const auto p = peer_class_from(name);
-    if (!p) return bad(key, "is not unknown, same_gpu, same_node or other_node");
+    if (!p) return bad(key, "is not unknown, same_gpu, same_node, other_node or self");
     out = *p;
     return true;
   }

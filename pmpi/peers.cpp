@@ -61,9 +61,11 @@ void learn_world() {
   int same_gpu = 0;
   for (const Placement &p : all) {
     if (p.world_rank < 0 || p.world_rank >= size) continue;
-    const PeerClass c = classify_peer(true, mine.gpu, std::string(p.gpu, strnlen(p.gpu, sizeof p.gpu)));
+    const PeerClass c = p.world_rank == rank
+                            ? PeerClass::Self
+                            : classify_peer(true, mine.gpu, std::string(p.gpu, strnlen(p.gpu, sizeof p.gpu)));
     (*world)[size_t(p.world_rank)] = c;
-    same_gpu += c == PeerClass::SameGpu;
+    same_gpu += c == PeerClass::SameGpu || c == PeerClass::Self;
   }
   g_world.store(world, std::memory_order_release);
   TEMPI_LOG(Debug, "peers: %zu of %d ranks on this node, %d of them on this GPU (%s)", all.size(), size, same_gpu,

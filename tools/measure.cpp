@@ -419,15 +419,14 @@ Curve ping_pong(void *buf, const std::vector<int64_t> &sizes, const char *stage)
   return c;
 }
 
-// Per message, the median time of kBatchMessages messages each way between ranks 0 and 1
-// at once (PMPI_Irecv and PMPI_Isend of distinct slices of `buf`, one PMPI_Waitall), the
-// library alone: what one message of a halo exchange's batch costs, where a library may
+// Per message, the median time of kBatchMessages messages each way between this rank and
+// `peer` (the other rank, or itself) at once (PMPI_Irecv and PMPI_Isend of distinct slices
+// of `buf`, one PMPI_Waitall), the library alone: what one message of a halo exchange's batch costs, where a library may
 // overlap its messages (host buffers) or move them one after another (device buffers of
 // CUDA-aware Open MPI 4.1). `buf` holds 2 * kBatchMessages of the largest size.
-Curve batch_exchange(char *buf, const std::vector<int64_t> &sizes, const char *stage) {
+Curve batch_exchange(char *buf, const std::vector<int64_t> &sizes, const char *stage, int peer) {
   Curve c;
   constexpr int k = kBatchMessages;
-  const int peer = 1 - g_rank;
   std::vector<MPI_Request> requests(2 * k);
   for (int64_t bytes : sizes) {
     const int reps = int(std::clamp<int64_t>((int64_t(64) << 20) / (k * bytes), 5, 50));
@@ -441,6 +440,30 @@ Curve batch_exchange(char *buf, const std::vector<int64_t> &sizes, const char *s
         PMPI_Isend(buf + m * bytes, int(bytes), MPI_BYTE, peer, 20 + m, MPI_COMM_WORLD, &requests[k + m]);
       PMPI_Waitall(2 * k, requests.data(), MPI_STATUSES_IGNORE);
       if (i >= 2) t.push_back((MPI_Wtime() - t0) / k);
+    }
+    c.bytes.push_back(double(bytes));
+    c.seconds.push_back(median(t));
+    g_progress.step(stage);
+  }
+  return c;
+}
+
+// The median time of one message of each size from this rank to itself (PMPI_Irecv,
+// PMPI_Send, PMPI_Wait; the library's loopback path), from the first half of `buf` into
+// the second. Both ranks measure at once, each to itself.
+Curve self_message(char *buf, const std::vector<int64_t> &sizes, int64_t half, const char *stage) {
+  Curve c;
+  for (int64_t bytes : sizes) {
+    const int reps = int(std::clamp<int64_t>((int64_t(64) << 20) / bytes, 5, 100));
+    std::vector<double> t;
+    for (int i = 0; i < reps + 2; ++i) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = MPI_Wtime();
+      MPI_Request r;
+      PMPI_Irecv(buf + half, int(bytes), MPI_BYTE, g_rank, 9, MPI_COMM_WORLD, &r);
+      PMPI_Send(buf, int(bytes), MPI_BYTE, g_rank, 9, MPI_COMM_WORLD);
+      PMPI_Wait(&r, MPI_STATUS_IGNORE);
+      if (i >= 2) t.push_back(MPI_Wtime() - t0);
     }
     c.bytes.push_back(double(bytes));
     c.seconds.push_back(median(t));
@@ -664,7 +687,7 @@ int run(const Options &o) {
     return n + 4 * 5 + 4;
   }();
   if (gpu) g_progress.plan(gpu_steps + (o.check ? check_steps(o, aware) : 0));
-  g_progress.plan(int(grid.mpi_sizes.size() + grid.batch_sizes.size()) * (gpu && aware ? 2 : 1));
+  g_progress.plan(int(grid.mpi_sizes.size() + grid.batch_sizes.size()) * (gpu && aware ? 3 : 1));
 
   if (gpu && g_rank == 0) {
     GpuBuffers g(o.max_bytes);
@@ -691,7 +714,8 @@ int run(const Options &o) {
       buf = plain.data();
     }
     p.mpi_host = ping_pong(buf, grid.mpi_sizes, "MPI, host buffers");
-    p.mpi_host_batched = batch_exchange(static_cast<char *>(buf), grid.batch_sizes, "MPI, host buffers, batched");
+    p.mpi_host_batched = batch_exchange(static_cast<char *>(buf), grid.batch_sizes, "MPI, host buffers, batched",
+                                        1 - g_rank);
   }
   if (gpu && aware) {  // between GPU buffers, the library alone
     void *dev = nullptr;
@@ -699,8 +723,16 @@ int run(const Options &o) {
     DeviceWire w;
     w.peer = p.measured_peer;
     w.time = ping_pong(dev, grid.mpi_sizes, "MPI, GPU buffers");
-    w.batched = batch_exchange(static_cast<char *>(dev), grid.batch_sizes, "MPI, GPU buffers, batched");
+    w.batched = batch_exchange(static_cast<char *>(dev), grid.batch_sizes, "MPI, GPU buffers, batched", 1 - g_rank);
     p.mpi_device.push_back(std::move(w));
+    // Messages to the rank itself take the library's loopback path, which may be another
+    // matter on GPU buffers (a periodic halo on few ranks sends many to itself).
+    DeviceWire self;
+    self.peer = PeerClass::Self;
+    self.time = self_message(static_cast<char *>(dev), grid.mpi_sizes, o.max_bytes, "MPI, GPU buffers, to itself");
+    self.batched = batch_exchange(static_cast<char *>(dev), grid.batch_sizes, "MPI, GPU buffers, to itself, batched",
+                                  g_rank);
+    p.mpi_device.push_back(std::move(self));
     b.free_device(dev);
   }
 
@@ -757,8 +789,9 @@ int run(const Options &o) {
   print_curve("MPI, pinned host, batched", p.mpi_host_batched);
   std::printf("  (batched: per message, with %d messages each way in flight at once)\n", kBatchMessages);
   for (const DeviceWire &w : p.mpi_device) {
-    print_curve("MPI, GPU buffers", w.time);
-    print_curve("MPI, GPU buffers, batched", w.batched);
+    const bool self = w.peer == PeerClass::Self;
+    print_curve(self ? "MPI, GPU buffers, to itself" : "MPI, GPU buffers", w.time);
+    print_curve(self ? "MPI, GPU buffers, itself, batched" : "MPI, GPU buffers, batched", w.batched);
   }
   if (!gpu) {
     std::printf("no GPU: no profile written (the model needs the GPU's numbers)\n");

@@ -9,7 +9,8 @@
 //   - a communicator's map goes with it (a new communicator on the same handle is mapped
 //     anew), and threads that look up a new communicator at once agree;
 //   - sends and receives choose the method the model gives for their peer's class (the
-//     profile makes it differ between peers), and the bytes arrive exact either way.
+//     profile makes it differ between peers, and for messages to the rank itself), and
+//     the bytes arrive exact either way.
 // Ranks 0 and 1 share an emulated GPU; every other rank has one of its own, so both
 // SameGpu and SameNode occur on one host. Runs with 3 ranks or more.
 #include <mpi.h>
@@ -146,7 +147,10 @@ std::vector<PeerClass> gathered_truth() {
   std::vector<Where> all(static_cast<size_t>(g_size));
   MPI_Allgather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, MPI_COMM_WORLD);
   std::vector<PeerClass> truth;
-  for (const Where &w : all) truth.push_back(classify_peer(!std::strcmp(w.host, mine.host), mine.gpu, w.gpu));
+  for (int r = 0; r < g_size; ++r) {
+    const Where &w = all[size_t(r)];
+    truth.push_back(r == g_rank ? PeerClass::Self : classify_peer(!std::strcmp(w.host, mine.host), mine.gpu, w.gpu));
+  }
   return truth;
 }
 
@@ -209,6 +213,8 @@ int main(int argc, char **argv) {
     plan_send(probe.ptr, 1, rows, next, MPI_COMM_WORLD, "MPI_Send", sp, out);
     expect(model_method(sp.plan, PeerClass::SameGpu) != model_method(sp.plan, PeerClass::SameNode),
            "the profile's choice differs between a peer on this GPU and one on another GPU");
+    expect(model_method(sp.plan, PeerClass::SameGpu) != model_method(sp.plan, PeerClass::Self),
+           "the profile's choice differs between a peer on this GPU and this process itself");
   }
 
   // MPI_COMM_WORLD, and what no peer names.
@@ -226,6 +232,8 @@ int main(int argc, char **argv) {
     check_send_method(probe.ptr, rows, r, MPI_COMM_WORLD, truth[size_t(r)], named("a send to rank", r));
     check_recv_method(probe.ptr, rows, r, MPI_COMM_WORLD, truth[size_t(r)], named("a receive from rank", r));
   }
+  check_send_method(probe.ptr, rows, g_rank, MPI_COMM_WORLD, PeerClass::Self, "a send to this rank");
+  check_recv_method(probe.ptr, rows, g_rank, MPI_COMM_WORLD, PeerClass::Self, "a receive from this rank");
   check_recv_method(probe.ptr, rows, MPI_ANY_SOURCE, MPI_COMM_WORLD, PeerClass::Unknown, "MPI_ANY_SOURCE");
   ring(MPI_COMM_WORLD, rows, false, "learned, MPI_Sendrecv");
   ring(MPI_COMM_WORLD, rows, true, "learned, MPI_Isend/MPI_Irecv");

@@ -70,8 +70,8 @@ inline Profile synthetic_profile(const SyntheticRates &r = {}) {
 }
 
 // Measured between two GPUs of one node, with a faster device-buffer curve for the same
-// GPU and a slower one for another node: for 1 MiB in rows of 512 bytes, the device
-// method is the fastest on one GPU only.
+// GPU and slower ones for another node and for the process itself: for 1 MiB in rows of
+// 512 bytes, the device method is the fastest on one GPU only.
 inline Profile placements_profile() {
   SyntheticRates r;
   r.pack_host = {10e-6, 50e9};
@@ -80,6 +80,8 @@ inline Profile placements_profile() {
   Profile p = synthetic_profile(r);
   p.mpi_device.push_back({PeerClass::SameGpu, curve_of({1e-6, 2e12}), curve_of({1e-6, 2e12})});
   p.mpi_device.push_back({PeerClass::OtherNode, curve_of({40e-6, 2e9}), curve_of({40e-6, 2e9})});
+  // the library's loopback of GPU buffers: slower than one-shot, as on Open MPI 4.1
+  p.mpi_device.push_back({PeerClass::Self, curve_of({30e-6, 0.5e9}), curve_of({30e-6, 0.5e9})});
   return p;
 }
 

@@ -42,8 +42,8 @@ struct KernelTable {
 
 // Which process a message goes to, as far as the caller knows. Self: the calling process
 // itself (a periodic halo on few ranks sends many of its messages to itself), which a
-// library moves by its own loopback path: CUDA-aware Open MPI 4.1 moved a 2-rank halo's
-// self messages of GPU buffers at under 1 GB/s on an H200 (2026-11-24).
+// library moves by its own loopback path: CUDA-aware Open MPI 4.1 moves GPU buffers to
+// itself at 0.6 GB/s on an H200 (tempi-measure, 2026-11-24).
 enum class PeerClass { Unknown, SameGpu, SameNode, OtherNode, Self };
 const char *to_string(PeerClass p);
 std::optional<PeerClass> peer_class_from(const std::string &name);
@@ -72,8 +72,8 @@ struct MachineIdentity {
 
 // 2: staged_chunk_s (the staged method's cost per chunk beyond its kernel's launch).
 // 3: the batched curves (mpi_host_batched, mpi_device[].batched): a library's time for one
-//    message of many in flight is not its time alone (CUDA-aware Open MPI 4.1 moves 16
-//    device messages at once one after another; host messages overlap).
+//    message of many in flight is not its time alone; and device curves for the peer
+//    class self (a library's loopback path).
 constexpr int kProfileVersion = 3;
 
 // Every time is synchronous: what one TEMPI call costs, launch and synchronization

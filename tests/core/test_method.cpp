@@ -292,6 +292,19 @@ TEST_CASE("a library whose device messages do not overlap in flight loses the ba
         Approx((60e-6 + (256 << 10) / 20e9) - (10e-6 + (256 << 10) / 100e9) - 2 * r.sync));
 }
 
+TEST_CASE("without a profile, a message to the rank itself goes through host memory", "[method]") {
+  TransferQuery q = rows(1 << 20, 512);
+  CHECK(choose_transfer(Method::Auto, true, q, Config(), nullptr).method == Method::Device);
+  q.peer = PeerClass::Self;
+  CHECK(choose_transfer(Method::Auto, true, q, Config(), nullptr).method == Method::OneShot);
+  // a contiguous one too (a CUDA-aware library would otherwise read the buffer itself)
+  TransferQuery c = contiguous(64 << 20);
+  c.peer = PeerClass::Self;
+  CHECK(choose_transfer(Method::Auto, true, c, Config(), nullptr).method == Method::Staged);
+  // forced, the device method is still the caller's
+  CHECK(choose_transfer(Method::Device, true, q, Config(), nullptr).method == Method::Device);
+}
+
 TEST_CASE("requested methods override the model", "[method][model]") {
   const Profile p = synthetic_profile();
   const TransferQuery q = rows(1 << 20, 64);

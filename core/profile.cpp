@@ -95,9 +95,14 @@ PeerClass classify_peer(bool same_node, const std::string &my_gpu, const std::st
 }
 
 const Curve *Profile::device_wire(PeerClass peer, bool batched) const {
-  const DeviceWire *found = mpi_device.empty() ? nullptr : &mpi_device.front();
-  for (const DeviceWire &w : mpi_device)
-    if (w.peer == peer) found = &w;
+  const DeviceWire *own = nullptr, *measured = nullptr;
+  for (const DeviceWire &w : mpi_device) {
+    if (w.peer == peer && !own) own = &w;
+    if (w.peer == measured_peer && !measured) measured = &w;
+  }
+  // The rank itself is never predicted with another placement's curve: a library's
+  // loopback is another path (parse_profile requires the self curve where it matters).
+  const DeviceWire *found = own ? own : peer == PeerClass::Self ? nullptr : measured;
   if (!found) return nullptr;
   return batched ? &found->batched : &found->time;
 }
@@ -331,7 +336,7 @@ class ProfileReader {
     return true;
   }
 
-  bool bad(const std::string &what, const char *why) {
+  bool bad(const std::string &what, const std::string &why) {
     error = "\"" + what + "\" " + why;
     return false;
   }
@@ -453,10 +458,25 @@ std::optional<Profile> parse_profile(const std::string &text, std::string &error
       DeviceWire w;
       ok = r.peer(dev->items[i], "peer", w.peer) && r.curve_of(dev->items[i], "mpi_device", w.time) &&
            r.curve(dev->items[i], "batched", w.batched);
+      for (const DeviceWire &seen : p.mpi_device)
+        if (ok && seen.peer == w.peer) ok = r.bad("mpi_device", "names the peer " + std::string(to_string(w.peer)) + " twice");
       p.mpi_device.push_back(std::move(w));
     }
-    if (ok && p.cuda_aware && p.mpi_device.empty())
+  }
+  if (ok && p.measured_peer == PeerClass::Self) ok = r.bad("measured_peer", "is self: two ranks are measured");
+  if (ok && p.cuda_aware) {
+    // Every peer falls back to the measured placement's curve, except the rank itself.
+    auto has = [&](PeerClass c) {
+      for (const DeviceWire &w : p.mpi_device)
+        if (w.peer == c) return true;
+      return false;
+    };
+    if (p.mpi_device.empty())
       ok = r.bad("mpi_device", "is empty although the library was CUDA-aware");
+    else if (!has(p.measured_peer))
+      ok = r.bad("mpi_device", "has no curve for the measured peer " + std::string(to_string(p.measured_peer)));
+    else if (!has(PeerClass::Self))
+      ok = r.bad("mpi_device", "has no curve for self although the library was CUDA-aware");
   }
   if (!ok) return error = r.error, std::nullopt;
   return p;

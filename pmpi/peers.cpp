@@ -65,7 +65,7 @@ void learn_world() {
                             ? PeerClass::Self
                             : classify_peer(true, mine.gpu, std::string(p.gpu, strnlen(p.gpu, sizeof p.gpu)));
     (*world)[size_t(p.world_rank)] = c;
-    same_gpu += c == PeerClass::SameGpu || c == PeerClass::Self;
+    same_gpu += c == PeerClass::SameGpu || (c == PeerClass::Self && *mine.gpu);
   }
   g_world.store(world, std::memory_order_release);
   TEMPI_LOG(Debug, "peers: %zu of %d ranks on this node, %d of them on this GPU (%s)", all.size(), size, same_gpu,

@@ -292,6 +292,40 @@ TEST_CASE("a library whose device messages do not overlap in flight loses the ba
         Approx((60e-6 + (256 << 10) / 20e9) - (10e-6 + (256 << 10) / 100e9) - 2 * r.sync));
 }
 
+TEST_CASE("a message to the rank itself is predicted with the library's loopback curve", "[method][model]") {
+  // Between ranks the library's device path wins 1 MiB; its loopback (0.6 GB/s, as CUDA-aware
+  // Open MPI 4.1 on an H200) loses it to one-shot.
+  SyntheticRates r;
+  r.mpi_device = {5e-6, 300e9};
+  r.mpi_self = Link{20e-6, 0.6e9};
+  const Profile p = synthetic_profile(r);
+  TransferQuery q = rows(1 << 20, 512);
+  for (bool batched : {false, true}) {
+    q.batched = batched;
+    q.peer = PeerClass::SameNode;
+    CHECK(auto_choice(p, true, q) == Method::Device);
+    q.peer = PeerClass::Self;
+    CHECK(auto_choice(p, true, q) == Method::OneShot);
+    const auto self = predict(p, Method::Device, q, Config());
+    q.peer = PeerClass::SameNode;
+    const auto other = predict(p, Method::Device, q, Config());
+    REQUIRE(self);
+    REQUIRE(other);
+    CHECK(self->seconds - other->seconds == Approx((20e-6 + (1 << 20) / 0.6e9) - (5e-6 + (1 << 20) / 300e9)));
+  }
+  // Without a loopback curve the rank itself gets no device prediction at all (never the
+  // curve between ranks), as the built-in rules send it through host memory; every other
+  // peer falls back to the measured placement's curve.
+  Profile none = p;
+  none.mpi_device.erase(none.mpi_device.begin() + 1);
+  REQUIRE(none.mpi_device.size() == 1);
+  q.peer = PeerClass::Self;
+  CHECK_FALSE(predict(none, Method::Device, q, Config()));
+  CHECK(auto_choice(none, true, q) != Method::Device);
+  for (PeerClass peer : {PeerClass::SameGpu, PeerClass::OtherNode, PeerClass::Unknown})
+    CHECK(none.device_wire(peer) == &none.mpi_device.front().time);
+}
+
 TEST_CASE("without a profile, a message to the rank itself goes through host memory", "[method]") {
   TransferQuery q = rows(1 << 20, 512);
   CHECK(choose_transfer(Method::Auto, true, q, Config(), nullptr).method == Method::Device);
@@ -360,7 +394,8 @@ TEST_CASE("cached decisions are kept per peer class", "[method][model][peer]") {
   // with the decision for the one before.
   for (int round = 0; round < 3; ++round)
     for (int64_t bytes : {int64_t(64) << 10, int64_t(1) << 20, int64_t(8) << 20})
-      for (PeerClass peer : {PeerClass::SameGpu, PeerClass::SameNode, PeerClass::OtherNode, PeerClass::Unknown}) {
+      for (PeerClass peer :
+           {PeerClass::SameGpu, PeerClass::SameNode, PeerClass::OtherNode, PeerClass::Self, PeerClass::Unknown}) {
         const TransferQuery q = to(peer, rows(bytes, 512));
         CHECK(choose_transfer(Method::Auto, true, q, c).method == choose_transfer(Method::Auto, true, q, c, p).method);
       }

@@ -72,7 +72,9 @@ TEST_CASE("a written profile reads back the same", "[profile]") {
   REQUIRE(back->pack_host.rows.size() == 3);
   CHECK(back->pack_host.rows[1].block == 64);
   CHECK(back->pack_host.rows[1].time.seconds.back() == Approx(p.pack_host.rows[1].time.seconds.back()).epsilon(1e-5));
-  REQUIRE(back->mpi_device.size() == 1);
+  REQUIRE(back->mpi_device.size() == 2);  // the measured placement and the rank itself
+  CHECK(back->mpi_device[1].peer == PeerClass::Self);
+  CHECK(back->device_wire(PeerClass::Self) == &back->mpi_device[1].time);
   CHECK(write_profile(*back) == text);
 }
 
@@ -151,6 +153,33 @@ TEST_CASE("bad profiles are refused with a message that says why", "[profile]") 
     CHECK_FALSE(parse(write_profile(p), error));
     CHECK(error.find("mpi_device") != std::string::npos);
   }
+  SECTION("device curves that do not name their peers once each") {
+    Profile p = synthetic_profile();
+    p.mpi_device.push_back(p.mpi_device.front());
+    CHECK_FALSE(parse(write_profile(p), error));
+    CHECK(error.find("twice") != std::string::npos);
+  }
+  SECTION("a CUDA-aware library without the measured placement's curve, or without the rank's own") {
+    Profile p = synthetic_profile();
+    p.mpi_device.front().peer = PeerClass::OtherNode;  // measured same_node
+    CHECK_FALSE(parse(write_profile(p), error));
+    CHECK(error.find("measured peer same_node") != std::string::npos);
+    p = synthetic_profile();
+    p.mpi_device.pop_back();
+    CHECK_FALSE(parse(write_profile(p), error));
+    CHECK(error.find("self") != std::string::npos);
+    // a library that is not CUDA-aware has no device curves at all
+    p = synthetic_profile();
+    p.cuda_aware = false;
+    p.mpi_device.clear();
+    CHECK(parse(write_profile(p), error));
+  }
+  SECTION("measured against itself") {
+    Profile p = synthetic_profile();
+    p.measured_peer = PeerClass::Self;
+    CHECK_FALSE(parse(write_profile(p), error));
+    CHECK(error.find("measured_peer") != std::string::npos);
+  }
 }
 
 TEST_CASE("a peer runs on another node, on this GPU, or elsewhere on this node", "[profile][peer]") {
@@ -171,7 +200,7 @@ TEST_CASE("each placement has its own device-buffer curve, others the measured o
   std::string error;
   const std::optional<Profile> back = parse_profile(write_profile(p), error);
   REQUIRE(back);
-  REQUIRE(back->mpi_device.size() == 3);
+  REQUIRE(back->mpi_device.size() == 4);
   for (PeerClass peer : {PeerClass::SameGpu, PeerClass::SameNode, PeerClass::OtherNode}) {
     const Curve *w = back->device_wire(peer);
     REQUIRE(w);

@@ -42,6 +42,8 @@ struct SyntheticRates {
   Link mpi_device{15e-6, 100e9};
   // Per message of a batch; unset: as alone.
   std::optional<Link> mpi_host_batched, mpi_device_batched;
+  // The library's loopback of GPU buffers (alone and batched); unset: as mpi_device.
+  std::optional<Link> mpi_self;
   bool cuda_aware = true;
 };
 
@@ -63,9 +65,12 @@ inline Profile synthetic_profile(const SyntheticRates &r = {}) {
   p.copy_to_host = p.copy_to_device = curve_of(with_floor(r.copy, r));
   p.mpi_host = curve_of(r.mpi_host);
   p.mpi_host_batched = curve_of(r.mpi_host_batched.value_or(r.mpi_host));
-  if (r.cuda_aware)
+  if (r.cuda_aware) {
     p.mpi_device.push_back(
         {PeerClass::SameNode, curve_of(r.mpi_device), curve_of(r.mpi_device_batched.value_or(r.mpi_device))});
+    const Link self = r.mpi_self.value_or(r.mpi_device);
+    p.mpi_device.push_back({PeerClass::Self, curve_of(self), curve_of(self)});
+  }
   return p;
 }
 
@@ -77,11 +82,10 @@ inline Profile placements_profile() {
   r.pack_host = {10e-6, 50e9};
   r.mpi_host = {2e-6, 20e9};
   r.mpi_device = {20e-6, 5e9};  // SameNode: slower than one-shot through host memory
+  r.mpi_self = Link{30e-6, 0.5e9};  // the library's loopback: slower still, as on Open MPI 4.1
   Profile p = synthetic_profile(r);
   p.mpi_device.push_back({PeerClass::SameGpu, curve_of({1e-6, 2e12}), curve_of({1e-6, 2e12})});
   p.mpi_device.push_back({PeerClass::OtherNode, curve_of({40e-6, 2e9}), curve_of({40e-6, 2e9})});
-  // the library's loopback of GPU buffers: slower than one-shot, as on Open MPI 4.1
-  p.mpi_device.push_back({PeerClass::Self, curve_of({30e-6, 0.5e9}), curve_of({30e-6, 0.5e9})});
   return p;
 }
 

@@ -1,5 +1,6 @@
 #include "open_launch.hpp"
 
+#include <sched.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -227,9 +228,34 @@ Status idle_launch(ThreadOpen &t, int device, cudaStream_t stream, std::shared_p
 
 }  // namespace
 
+// Whether the calling thread may run on two CPUs or more. An open launch ends when the
+// closer thread closes it; on one CPU the closer waits for the application's thread, which
+// spins in its own synchronization (cudaDeviceSynchronize) until the scheduler takes the CPU
+// away: a time slice per launch. Measured: CUDA-aware Open MPI 4.1 binds each rank to one
+// core when it runs two, and bench_pack_sequence's 78 unpacks then took 1.5 ms a cycle with
+// open launches against 0.17 ms with --bind-to none and 0.5 ms one launch each (one H100,
+// two ranks under MPS, 2026-11-24). Asked once per thread.
+bool thread_has_a_second_cpu() {
+  thread_local const int answer = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;  // unknown: assume it can
+    if (CPU_COUNT(&set) >= 2) return 1;
+    static std::once_flag said;
+    std::call_once(said, [] {
+      TEMPI_LOG(Warn, "TEMPI_DEFER_PACK=3: this thread may run on one CPU only (the launcher binds each rank "
+                      "to one core?): deferred MPI_Pack/MPI_Unpack launch one kernel each, as with "
+                      "TEMPI_DEFER_PACK=2. Bind each rank to two CPUs or more for open launches "
+                      "(Open MPI: --bind-to none, or --map-by ...:PE=2; docs/using.md)");
+    });
+    return 0;
+  }();
+  return answer == 1;
+}
+
 Status join_open(const FusedObject &o, bool to_packed, cudaEvent_t &event, OpenMark &mark) {
   const int device = current_device();
-  if (!open_launches_usable(device)) return Status::Unsupported;
+  if (!open_launches_usable(device) || !thread_has_a_second_cpu()) return Status::Unsupported;
   ThreadOpen &t = thread_open();
   std::shared_ptr<OpenLaunch> &cur = t.current[device];
   if (cur && cur->to_packed == to_packed) {

@@ -120,8 +120,8 @@ std::optional<Prediction> predict(const Profile &p, Method m, const TransferQuer
   const double b = double(q.bytes);
   switch (m) {
     case Method::Device: {
-      // In a batch, the library's time per message of many in flight (its device path
-      // may move them one after another where its host path overlaps them).
+      // In a batch, the library's time per message of many in flight (a library overlaps
+      // messages in flight, on one path more than on another).
       const Curve *wire = p.device_wire(q.peer, q.batched);
       if (!wire) return std::nullopt;
       if (q.contiguous) return Prediction{wire->at(b), q.bytes};  // the library reads the buffer itself

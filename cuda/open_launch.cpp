@@ -226,8 +226,6 @@ Status idle_launch(ThreadOpen &t, int device, cudaStream_t stream, std::shared_p
   return create_open(stream, out);
 }
 
-}  // namespace
-
 // Whether the calling thread may run on two CPUs or more. An open launch ends when the
 // closer thread closes it; on one CPU the closer waits for the application's thread, which
 // spins in its own synchronization (cudaDeviceSynchronize) until the scheduler takes the CPU
@@ -252,6 +250,8 @@ bool thread_has_a_second_cpu() {
   }();
   return answer == 1;
 }
+
+}  // namespace
 
 Status join_open(const FusedObject &o, bool to_packed, cudaEvent_t &event, OpenMark &mark) {
   const int device = current_device();

@@ -3,6 +3,7 @@
 // TEMPI's wrappers and in which order relative to other PMPI tools, without running it.
 #include <elf.h>
 #include <mpi.h>
+#include <sched.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -90,10 +91,22 @@ void print_sharing(tempi::Backend &b) {
   }
 }
 
+// The CPUs this process may run on: open launches (TEMPI_DEFER_PACK=3) need two, since
+// the thread that closes them must run beside the application's (docs/using.md).
+void print_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return;
+  const int n = CPU_COUNT(&set);
+  std::printf("  CPUs:                %d this process may run on%s\n", n,
+              n < 2 ? " (bound to one: TEMPI_DEFER_PACK=3 runs as 2; bind each rank to two or more)" : "");
+}
+
 void print_runtime() {
   tempi::Backend &b = tempi::gpu_backend();
   std::printf("run time:\n");
   std::printf("  MPI library:         %s\n", tempi::mpi_library_name().c_str());
+  print_cpus();
   if (b.has_gpu()) {
     std::printf("  GPUs:                %d (this process: %s)\n", b.device_count(), b.device_name().c_str());
     print_peer_access(b);

@@ -123,6 +123,7 @@ void TypeCache::drop(MPI_Datatype type) {
   if (it == types_.end()) return;
   old = std::move(it->second);
   types_.erase(it);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   lock.unlock();
 }
 
@@ -131,6 +132,7 @@ void TypeCache::clear() {
   {
     std::unique_lock lock(mutex_);
     old.swap(types_);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
 }
 

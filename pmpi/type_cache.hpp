@@ -6,6 +6,8 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <shared_mutex>
@@ -32,8 +34,12 @@ class TypeCache {
   void clear();
   size_t size();  // cached types (for tests and diagnostics)
   size_t peak();  // the most types cached at once (the log at MPI_Finalize, the soak test)
+  // Changes whenever a cached type is dropped: while it has not, every handle found before
+  // still finds the same TypeInfo (what a repeated call keeps may rely on its plans).
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
+  std::atomic<uint64_t> generation_{0};
   std::shared_mutex mutex_;
   std::unordered_map<MPI_Datatype, std::shared_ptr<const TypeInfo>> types_;
   size_t peak_ = 0;

@@ -72,6 +72,10 @@ struct Slot {
   // Per send entry, set by its reader before it answers: the reader cannot map the send
   // buffer (CUDA IPC refused it), so the pair takes the pack path at both ends.
   std::atomic<uint8_t> refused[kMaxEntries];
+  // Per node rank of the call's pattern: the call in which this rank and that one last
+  // decided their pairs, where this rank still keeps what they decided and its own
+  // arguments are the same as then (ZeroCopyMemo); 0: none.
+  uint64_t pair_tag[kMaxNodeRanks];
 };
 
 // One persistent collective's flags at one rank: the starts it made, the allocation that
@@ -218,7 +222,7 @@ Mappings &mappings() {
   return *m;
 }
 
-std::atomic<uint64_t> g_peer_blocks{0}, g_self_blocks{0};
+std::atomic<uint64_t> g_peer_blocks{0}, g_self_blocks{0}, g_kept_pairs{0};
 std::atomic<bool> g_stopped{false};
 // This process's plan blocks (core/shared_blob.hpp): each share removes its own when it goes,
 // and MPI_Finalize the rest (MPI never deletes the attributes of a communicator left alive).
@@ -257,6 +261,79 @@ std::string identity_of(int device) {
 
 }  // namespace
 
+// ---- Repeated blocking calls -------------------------------------------------------------------
+
+// One rank's half of a blocking call, a function of its own arguments alone (the types' plans,
+// the send allocation): its blocks placed, its pairs with itself, its slot's entries.
+struct LocalHalf {
+  std::vector<int> socc, rocc;  // per position: which occurrence of its peer it is, or -1
+  std::vector<PlacedBlock> splaced, rplaced;
+  std::vector<char> sok, rok;   // per position: the block may move by zero-copy
+  std::vector<ZeroCopyCall::Read> self_reads;  // blocks to itself
+  std::vector<size_t> self_sends, self_recvs;  // their positions
+  IpcHandle handle;             // of the send buffer's allocation
+  bool exported = false;
+  bool recv_home = false;       // the receive buffer is on this rank's GPU
+  std::string send_device;      // the send buffer's GPU, where exported
+  std::vector<Entry> sends, recvs;  // the slot's entries
+  int64_t send_lo = 0, send_hi = 0;
+};
+
+// What one blocking exchange collective on a communicator decided, kept for its next call
+// (docs/design.md, "Repeated blocking calls"): a halo exchange or a transpose makes the same
+// call with the same arguments at every step, and planning its blocks, publishing their
+// plans, mapping the peers' buffers and deciding the pairs cost about as much as moving the
+// bytes. A call whose arguments, send allocation and types (TypeCache::generation) are those
+// of the memo reuses its local half; a pair reuses what both ends decided when each end's
+// slot names the same deciding call for it (Slot::pair_tag), which each end does only while
+// its arguments are unchanged since: both ends read the same two tags, so they agree.
+struct ZeroCopyMemo {
+  struct Pair {
+    uint64_t tag = 0;                 // the call in which both ends decided it; 0: nothing kept
+    std::vector<size_t> sends_read;   // positions of the send blocks that the peer reads
+    std::vector<size_t> recvs_read;   // positions of the receive blocks read from the peer
+    std::vector<ZeroCopyCall::Read> reads;
+    // The peer's send allocation as mapped when decided. Not held between calls (a call on
+    // another communicator may have to close it to map the peer's next allocation at the same
+    // place, which it can only do for one the peer freed, and then the peer's tag changes):
+    // a call that keeps the pair maps it again (found mapped, most often) and holds it.
+    int32_t pid = 0;
+    IpcHandle handle;
+    char *base = nullptr;
+  };
+  // The arguments it was made for.
+  const char *call = nullptr;
+  void *sbuf = nullptr, *rbuf = nullptr;
+  bool cartesian = false;
+  std::vector<int> dests, sources;
+  std::vector<Block> sblocks, rblocks;
+  uint64_t types = 0;
+  bool valid = false;
+  LocalHalf local;
+  std::vector<Pair> pairs;  // by node rank
+
+  static bool same_blocks(const std::vector<Block> &a, const std::vector<Block> &b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const Block &x, const Block &y) {
+             return x.disp == y.disp && x.count == y.count && x.type == y.type && x.load == y.load && x.store == y.store;
+           });
+  }
+  bool matches(const char *c, void *s, const std::vector<Block> &sb, const std::vector<int> &d, void *r,
+               const std::vector<Block> &rb, const std::vector<int> &src, bool cart, uint64_t generation,
+               bool exported, const IpcHandle &h, bool recv_home) const {
+    return valid && call == c && sbuf == s && rbuf == r && cartesian == cart && types == generation &&
+           local.exported == exported && local.recv_home == recv_home &&
+           (!exported || (local.handle.buffer_id == h.buffer_id && local.handle.offset == h.offset &&
+                          local.handle.size == h.size)) &&
+           dests == d && sources == src && same_blocks(sblocks, sb) && same_blocks(rblocks, rb);
+  }
+  void reset(size_t node_ranks) {
+    valid = false;
+    pairs.clear();
+    pairs.resize(node_ranks);
+    local = LocalHalf{};
+  }
+};
+
 // ---- One communicator's node ---------------------------------------------------------------
 
 struct NodeShare {
@@ -286,6 +363,7 @@ struct NodeShare {
   bool had_persistent = false;
   std::mutex flags_mutex;  // flags_used: given back by whichever thread drops a persistent collective last
   std::vector<bool> flags_used = std::vector<bool>(kMaxPersistent, false);  // this rank's PersistentFlags
+  ZeroCopyMemo memo;  // the last blocking call's decisions (a communicator's calls are ordered)
 
   Segment &mine() { return *segments[size_t(node_rank)]; }
 
@@ -541,6 +619,7 @@ void spin_until(Ready ready, MPI_Comm node, const char *call, const char *what, 
 
 // What a peer's slot says to this rank (comm rank `me`) about one call.
 struct PeerView {
+  uint64_t tag = 0;  // its pair tag for this rank
   IpcHandle handle;
   char send_device[kIdBytes] = {};
   int flags_at = -1;
@@ -549,12 +628,20 @@ struct PeerView {
 };
 
 // A consistent copy of a peer's slot for call `seq` (false would mean the peer went past
-// the call without this rank's copy, which the `seen` count rules out).
-bool snapshot(Slot &s, uint64_t seq, int me, PeerView &view, MPI_Comm node, const char *call, int peer) {
+// the call without this rank's copy, which the `seen` count rules out). `tag_at`: this rank's
+// node rank, whose pair tag goes to view.tag (-1: none); where it equals `kept` (not 0) the
+// pairs are those decided then and the entries are not copied.
+bool snapshot(Slot &s, uint64_t seq, int me, int tag_at, uint64_t kept, PeerView &view, MPI_Comm node,
+              const char *call, int peer) {
   uint64_t seen = 0;
   spin_until([&] { return (seen = s.seq.load(std::memory_order_acquire)) >= seq; }, node, call,
              "to enter the call", peer);
   if (seen != seq) return false;
+  view.tag = tag_at >= 0 && tag_at < kMaxNodeRanks ? s.pair_tag[tag_at] : 0;
+  if (kept != 0 && view.tag == kept) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return s.seq.load(std::memory_order_relaxed) == seq;
+  }
   view.handle = s.handle;
   view.flags_at = s.flags_at;
   std::memcpy(view.send_device, s.send_device, kIdBytes);
@@ -620,7 +707,7 @@ int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector
                         const std::vector<int> &sources, bool cartesian) {
   if (const int err = negotiate(comm, call, sbuf, sblocks, dests, rbuf, rblocks, sources, cartesian, kBlockingCall))
     return err;
-  if (reads_.empty()) return MPI_SUCCESS;
+  if (active_.empty()) return MPI_SUCCESS;
   // Every block moved straight from the peer's typed block into this rank's (one launch
   // for the strided ones), issued now so that it overlaps the library's call.
   const OnDeviceOf on_its_gpu(rbuf);
@@ -668,6 +755,7 @@ int ZeroCopyCall::start_persistent(MPI_Comm comm, const char *call, void *sbuf, 
   p->send_hi_ = send_hi_;
   p->send_device_ = sbuf ? gpu_backend().device_of(sbuf) : -1;
   reads_.clear();
+  active_.clear();
   moves_.clear();
   mapped_.clear();
   // Nothing moved at init: finish() only ends the handshake.
@@ -675,6 +763,77 @@ int ZeroCopyCall::start_persistent(MPI_Comm comm, const char *call, void *sbuf, 
   std::fill(told_.begin(), told_.end(), 0);
   kept = std::move(p);
   return MPI_SUCCESS;
+}
+
+void ZeroCopyCall::place_local(MPI_Comm comm, void *sbuf, const std::vector<Block> &sblocks,
+                               const std::vector<int> &dests, void *rbuf, const std::vector<Block> &rblocks,
+                               const std::vector<int> &sources, bool cartesian, bool listing, LocalHalf &local) {
+  int me = 0;
+  PMPI_Comm_rank(comm, &me);
+  const std::vector<int> *node_of = node_ ? &node_->node_of : nullptr;
+  // A side that is not GPU data takes no part (its blocks stay as they are).
+  local.socc = occurrences(dests, sbuf ? sblocks.size() : 0, cartesian, me, node_of);
+  local.rocc = occurrences(sources, rbuf ? rblocks.size() : 0, cartesian, me, node_of);
+  local.splaced.assign(local.socc.size(), PlacedBlock{});
+  local.rplaced.assign(local.rocc.size(), PlacedBlock{});
+  local.sok.assign(local.socc.size(), 0);
+  local.rok.assign(local.rocc.size(), 0);
+  // A side with a block TEMPI cannot plan reaches the library as a host copy of its region,
+  // through the application's own counts: none of its blocks may be left out, so the side
+  // takes no part.
+  auto place_side = [](void *buf, const std::vector<Block> &blocks, const std::vector<int> &occ,
+                       std::vector<PlacedBlock> &placed, std::vector<char> &ok) {
+    for (size_t i = 0; i < occ.size(); ++i) {
+      if (blocks[i].count <= 0) continue;
+      const bool same = i > 0 && placed[i - 1].info && blocks[i - 1].type == blocks[i].type;
+      if (!place_block(buf, blocks[i], same ? &placed[i - 1].info : nullptr, placed[i])) {
+        std::fill(ok.begin(), ok.end(), 0);
+        return;
+      }
+      ok[i] = occ[i] >= 0 && placed[i].bytes > 0;
+    }
+  };
+  place_side(sbuf, sblocks, local.socc, local.splaced, local.sok);
+  place_side(rbuf, rblocks, local.rocc, local.rplaced, local.rok);
+
+  // Blocks to itself: the k-th send to this rank pairs with the k-th receive from it.
+  for (size_t i = 0; i < local.socc.size(); ++i) {
+    if (!local.sok[i] || dests[i] != me) continue;
+    for (size_t j = 0; j < local.rocc.size(); ++j)
+      if (local.rok[j] && sources[j] == me && local.rocc[j] == local.socc[i] &&
+          local.rplaced[j].bytes == local.splaced[i].bytes) {
+        Read rd;
+        rd.from = -1;
+        rd.own_plan = local.splaced[i].plan;
+        rd.typed = local.splaced[i].typed;
+        rd.into = local.rplaced[j];
+        local.self_reads.push_back(std::move(rd));
+        local.self_sends.push_back(i);
+        local.self_recvs.push_back(j);
+        break;
+      }
+  }
+  if (!node_) return;
+  // This rank's entries: its sends to node peers (plans published), then its receives.
+  for (size_t i = 0; listing && local.exported && i < local.socc.size() && local.sends.size() < size_t(kMaxEntries);
+       ++i) {
+    if (!local.sok[i] || dests[i] == me) continue;
+    const PlacedBlock &p = local.splaced[i];
+    const int64_t at = int64_t(p.typed - static_cast<char *>(sbuf)) + local.handle.offset;
+    if (at + p.low < 0 || at + p.high > local.handle.size) continue;  // data beyond the exported allocation
+    const int64_t plan_at = node_->publish(p.plan, p.info->plan->id, sblocks[i].count);
+    if (plan_at < 0) continue;
+    local.sends.push_back(Entry{dests[i], local.socc[i], p.bytes, plan_at, at});
+    const int64_t from_sbuf = int64_t(p.typed - static_cast<char *>(sbuf));
+    const bool first = local.sends.size() == 1;
+    local.send_lo = first ? from_sbuf + p.low : std::min(local.send_lo, from_sbuf + p.low);
+    local.send_hi = first ? from_sbuf + p.high : std::max(local.send_hi, from_sbuf + p.high);
+  }
+  for (size_t j = 0; listing && local.recv_home && j < local.rocc.size() && local.recvs.size() < size_t(kMaxEntries);
+       ++j) {
+    if (!local.rok[j] || sources[j] == me) continue;
+    local.recvs.push_back(Entry{sources[j], local.rocc[j], local.rplaced[j].bytes, -1, 0});
+  }
 }
 
 int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::vector<Block> &sblocks,
@@ -687,99 +846,49 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
   // A persistent init without flags of its own (all taken) lists no pair: the pack path.
   const bool listing = flags_at != kNoFlags;
   const bool persistent = flags_at != kBlockingCall;
+  const uint64_t types_now = type_cache().generation();  // before any lookup of this call
   int me = 0;
   PMPI_Comm_rank(comm, &me);
   Backend &b = gpu_backend();
-  const std::vector<int> *node_of = node_ ? &node_->node_of : nullptr;
-  // A side that is not GPU data takes no part (its blocks stay as they are).
-  const std::vector<int> socc = occurrences(dests, sbuf ? sblocks.size() : 0, cartesian, me, node_of);
-  const std::vector<int> rocc = occurrences(sources, rbuf ? rblocks.size() : 0, cartesian, me, node_of);
 
-  // This rank's blocks: placed, and (sends to peers) published.
-  std::vector<PlacedBlock> splaced(socc.size()), rplaced(rocc.size());
-  std::vector<bool> sok(socc.size(), false), rok(rocc.size(), false);
+  // This rank's half: the memo's where its arguments are those of the communicator's last
+  // blocking call, else placed now (into the memo, for the next call).
   IpcHandle handle;
   bool exported = false;
   if (node_ && sbuf) exported = b.ipc_export(sbuf, handle) == Status::Ok;
   if (sbuf && !exported && node_)
     TEMPI_LOG(Debug, "%s: the send buffer cannot be exported (IPC); its blocks to peers use the pack path", call);
   const bool recv_home = rbuf && (!node_ || b.device_of(rbuf) == node_->home_device);
-  // A side with a block TEMPI cannot plan reaches the library as a host copy of its region,
-  // through the application's own counts: none of its blocks may be left out, so the side
-  // takes no part.
-  auto place_side = [](void *buf, const std::vector<Block> &blocks, const std::vector<int> &occ,
-                       std::vector<PlacedBlock> &placed, std::vector<bool> &ok) {
-    for (size_t i = 0; i < occ.size(); ++i) {
-      if (blocks[i].count <= 0) continue;
-      const bool same = i > 0 && placed[i - 1].info && blocks[i - 1].type == blocks[i].type;
-      if (!place_block(buf, blocks[i], same ? &placed[i - 1].info : nullptr, placed[i])) {
-        std::fill(ok.begin(), ok.end(), false);
-        return;
-      }
-      ok[i] = occ[i] >= 0 && placed[i].bytes > 0;
-    }
-  };
-  place_side(sbuf, sblocks, socc, splaced, sok);
-  place_side(rbuf, rblocks, rocc, rplaced, rok);
-
-  // Blocks to itself: the k-th send to this rank pairs with the k-th receive from it.
-  std::vector<size_t> self_moves;  // send positions
-  std::vector<size_t> self_into;   // receive positions
-  for (size_t i = 0; i < socc.size(); ++i) {
-    if (!sok[i] || dests[i] != me) continue;
-    for (size_t j = 0; j < rocc.size(); ++j)
-      if (rok[j] && sources[j] == me && rocc[j] == socc[i] && rplaced[j].bytes == splaced[i].bytes) {
-        self_moves.push_back(i);
-        self_into.push_back(j);
-        break;
-      }
+  ZeroCopyMemo *memo = node_ && !persistent ? &node_->memo : nullptr;
+  const bool reused = memo && memo->matches(call, sbuf, sblocks, dests, rbuf, rblocks, sources, cartesian, types_now,
+                                            exported, handle, recv_home);
+  LocalHalf fresh;
+  if (memo && !reused) {
+    memo->reset(node_->segments.size());
+    memo->call = call;
+    memo->sbuf = sbuf;
+    memo->rbuf = rbuf;
+    memo->cartesian = cartesian;
+    memo->dests = dests;
+    memo->sources = sources;
+    memo->sblocks = sblocks;
+    memo->rblocks = rblocks;
+    memo->types = types_now;
   }
+  LocalHalf &local = memo ? memo->local : fresh;
+  if (!reused) {
+    local.handle = handle;
+    local.exported = exported;
+    local.recv_home = recv_home;
+    if (exported) local.send_device = identity_of(b.device_of(sbuf));
+    place_local(comm, sbuf, sblocks, dests, rbuf, rblocks, sources, cartesian, listing, local);
+  }
+  // Kept for the next call only once this call's slot says what the memo says.
+  if (memo) memo->valid = false;
 
   // This call's slot.
   started_ = node_ != nullptr;
   if (node_) {
-    seq_ = ++node_->seq;
-    Slot &slot = node_->mine().slots[seq_ & 1];
-    slot.seq.store(0, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    slot.done.store(0, std::memory_order_relaxed);
-    slot.seen.store(0, std::memory_order_relaxed);
-    slot.answered.store(0, std::memory_order_relaxed);
-    slot.handle = exported ? handle : IpcHandle{};
-    slot.flags_at = persistent ? flags_at : -1;
-    copy_id(slot.send_device, sbuf && exported ? identity_of(b.device_of(sbuf)) : std::string());
-    int ns = 0, nr = 0;
-    for (size_t i = 0; listing && exported && i < socc.size() && ns < kMaxEntries; ++i) {
-      if (!sok[i] || dests[i] == me) continue;
-      const PlacedBlock &p = splaced[i];
-      const int64_t at = int64_t(p.typed - static_cast<char *>(sbuf)) + handle.offset;
-      if (at + p.low < 0 || at + p.high > handle.size) continue;  // data beyond the exported allocation
-      const int64_t plan_at = node_->publish(p.plan, p.info->plan->id, sblocks[i].count);
-      if (plan_at < 0) continue;
-      slot.entries[ns++] = Entry{dests[i], socc[i], p.bytes, plan_at, at};
-      const int64_t from_sbuf = int64_t(p.typed - static_cast<char *>(sbuf));
-      send_lo_ = ns == 1 ? from_sbuf + p.low : std::min(send_lo_, from_sbuf + p.low);
-      send_hi_ = ns == 1 ? from_sbuf + p.high : std::max(send_hi_, from_sbuf + p.high);
-    }
-    // Peers read the send blocks in place with their own GPUs, which do not follow this
-    // process's legacy default stream as TEMPI's streams do: the application's work
-    // there (a kernel or copy that filled the buffer) must be finished before they may.
-    if (ns > 0) {
-      const OnDeviceOf on_its_gpu(sbuf);
-      if (const Status st = b.wait_default_stream(); st != Status::Ok) {
-        ns = 0;  // nobody reads this buffer: the pack path (which follows the stream) for all
-        error_ = raise_error(comm, MPI_ERR_INTERN, "%s: waiting for the GPU's default stream failed: %s", call,
-                             to_string(st));
-      }
-    }
-    for (size_t j = 0; listing && recv_home && j < rocc.size() && nr < kMaxEntries; ++j) {
-      if (!rok[j] || sources[j] == me) continue;
-      slot.entries[ns + nr++] = Entry{sources[j], rocc[j], rplaced[j].bytes, -1, 0};
-    }
-    for (int k = 0; k < ns; ++k) slot.refused[k].store(0, std::memory_order_relaxed);
-    slot.nsend = ns;
-    slot.nrecv = nr;
-    slot.seq.store(seq_, std::memory_order_release);
     // Every node peer of the call's pattern copies this slot and this rank copies theirs, host
     // buffers or not: so no rank rewrites a slot that a peer has yet to read.
     for (const std::vector<int> *list : {&dests, &sources})
@@ -790,6 +899,44 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
     peers_.erase(std::unique(peers_.begin(), peers_.end()), peers_.end());
     told_.assign(node_->segments.size(), 0);
     owner_flags_.assign(node_->segments.size(), -1);
+
+    seq_ = ++node_->seq;
+    Slot &slot = node_->mine().slots[seq_ & 1];
+    slot.seq.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    slot.done.store(0, std::memory_order_relaxed);
+    slot.seen.store(0, std::memory_order_relaxed);
+    slot.answered.store(0, std::memory_order_relaxed);
+    slot.handle = local.exported ? local.handle : IpcHandle{};
+    slot.flags_at = persistent ? flags_at : -1;
+    copy_id(slot.send_device, local.exported ? local.send_device : std::string());
+    int ns = int(local.sends.size());
+    const int nr = int(local.recvs.size());
+    copy_bytes(slot.entries, local.sends.data(), size_t(ns) * sizeof(Entry));
+    copy_bytes(slot.entries + ns, local.recvs.data(), size_t(nr) * sizeof(Entry));
+    send_lo_ = local.send_lo;
+    send_hi_ = local.send_hi;
+    bool keep = memo != nullptr;
+    // Peers read the send blocks in place with their own GPUs, which do not follow this
+    // process's legacy default stream as TEMPI's streams do: the application's work
+    // there (a kernel or copy that filled the buffer) must be finished before they may.
+    if (ns > 0) {
+      const OnDeviceOf on_its_gpu(sbuf);
+      if (const Status st = b.wait_default_stream(); st != Status::Ok) {
+        ns = 0;  // nobody reads this buffer: the pack path (which follows the stream) for all
+        keep = false;
+        copy_bytes(slot.entries, local.recvs.data(), size_t(nr) * sizeof(Entry));
+        error_ = raise_error(comm, MPI_ERR_INTERN, "%s: waiting for the GPU's default stream failed: %s", call,
+                             to_string(st));
+      }
+    }
+    for (int k = 0; k < ns; ++k) slot.refused[k].store(0, std::memory_order_relaxed);
+    slot.nsend = ns;
+    slot.nrecv = nr;
+    for (int p : peers_)
+      if (p < kMaxNodeRanks) slot.pair_tag[p] = keep && reused ? memo->pairs[size_t(p)].tag : 0;
+    if (!keep) memo = nullptr;  // this call's decisions go to reads_ and mapped_, not to the memo
+    slot.seq.store(seq_, std::memory_order_release);
   }
 
   // The peers' slots of this call, and each pair's decision. Both ends find the same pairs
@@ -797,20 +944,58 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
   // whether it could, and a pair whose mapping CUDA refused takes the pack path at both
   // ends. Every rank answers as it reads its peers' slots, and waits for answers only after
   // it has answered all of its own (reading a slot waits only for its peer to enter the
-  // call): no rank waits for another that waits for it.
+  // call): no rank waits for another that waits for it. A pair whose two slots name the same
+  // deciding call keeps what was decided then, at both ends, and nobody answers for it.
   std::vector<std::pair<int, int>> offered;  // (entry in this rank's slot, node rank that reads it)
+  std::vector<int> decided;                  // node ranks whose pairs this call decides (memo)
   uint64_t askers = 0;                       // node ranks that must answer this rank
   for (int peer : peers_) {
     Slot &mine_slot = node_->mine().slots[seq_ & 1];
     PeerView theirs;
     const int peer_comm = node_->comm_of[size_t(peer)];
     Slot &their_slot = node_->segments[size_t(peer)]->slots[seq_ & 1];
-    const bool copied = snapshot(their_slot, seq_, me, theirs, node_->node, call, peer_comm);
+    const uint64_t kept = peer < kMaxNodeRanks ? mine_slot.pair_tag[peer] : 0;
+    const bool copied = snapshot(their_slot, seq_, me, node_->node_rank, kept, theirs, node_->node, call, peer_comm);
     their_slot.seen.fetch_add(1, std::memory_order_acq_rel);
     if (!copied) {
       TEMPI_LOG(Error, "%s: comm rank %d left the call before this rank read its zero-copy slot", call, peer_comm);
+      if (memo) memo->pairs[size_t(peer)] = ZeroCopyMemo::Pair{};
       continue;
     }
+    if (memo && kept != 0 && theirs.tag == kept) {
+      ZeroCopyMemo::Pair &pair = memo->pairs[size_t(peer)];
+      if (!pair.reads.empty()) {
+        PeerMapping mapped;
+        Status st;
+        {
+          const OnDeviceOf on_its_gpu(rbuf);
+          st = mapped.map(pair.pid, pair.handle);
+        }
+        if (st != Status::Ok) {
+          // Cannot happen while the peer's allocation lives, which its tag says it does. The
+          // peer counts on these reads: they are told done, and the call fails.
+          error_ = raise_error(comm, MPI_ERR_INTERN, "%s: comm rank %d's GPU buffer, mapped at the last call, "
+                               "cannot be mapped again: %s", call, peer_comm, to_string(st));
+        } else if (mapped.base() != pair.base) {
+          pair.base = mapped.base();
+          for (Read &rd : pair.reads) rd.typed = pair.base + rd.from_sbuf + pair.handle.offset;
+        }
+        if (st == Status::Ok) mapped_.push_back(std::move(mapped));
+      }
+      for (size_t i : pair.sends_read) sblocks[i].count = 0;
+      readers_ += int(pair.sends_read.size());
+      if (!pair.sends_read.empty()) reader_ranks_.push_back(peer);
+      for (size_t j : pair.recvs_read) rblocks[j].count = 0;
+      told_[size_t(peer)] += int(pair.reads.size());
+      g_kept_pairs.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    ZeroCopyMemo::Pair *pair = memo ? &memo->pairs[size_t(peer)] : nullptr;
+    if (pair) {
+      *pair = ZeroCopyMemo::Pair{};
+      decided.push_back(peer);
+    }
+    std::vector<Read> &reads = pair ? pair->reads : reads_;
     Segment &peer_seg = *node_->segments[size_t(peer)];
     // Blocks this rank sends to the peer: offered when its entry matches; read once it answers.
     const size_t offered_before = offered.size();
@@ -833,11 +1018,11 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
       if (s.bytes != e.bytes || theirs.handle.size == 0 || !readable_by(node_->mine(), theirs.send_device)) continue;
       answer = true;
       size_t j = 0;
-      while (j < rocc.size() && !(sources[j] == peer_comm && rocc[j] == e.occurrence && rok[j])) ++j;
+      while (j < local.rocc.size() && !(sources[j] == peer_comm && local.rocc[j] == e.occurrence && local.rok[j])) ++j;
       PeerMapping mapped;
       Status st = Status::Unsupported;
       // The peer's plan first: where it cannot be read (peer_plan says why), the pair is refused.
-      const Plan *plan = j < rocc.size() ? node_->peer_plan(peer, s.plan_at) : nullptr;
+      const Plan *plan = j < local.rocc.size() ? node_->peer_plan(peer, s.plan_at) : nullptr;
       if (plan) {
         const OnDeviceOf on_its_gpu(rbuf);
         st = mapped.map(peer_seg.pid, theirs.handle);
@@ -854,14 +1039,20 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
       ++told_[size_t(peer)];  // the owner waits until this pair is read
       owner_flags_[size_t(peer)] = theirs.flags_at;
       rblocks[j].count = 0;
+      if (pair) {
+        pair->recvs_read.push_back(j);
+        pair->pid = peer_seg.pid;
+        pair->handle = theirs.handle;
+        pair->base = mapped.base();
+      }
       Read rd;
       rd.from = peer;
       rd.plan = plan;
       rd.typed = mapped.base() + s.offset;
       rd.from_sbuf = s.offset - theirs.handle.offset;
       rd.mapping = int(mapped_.size());
-      rd.into = rplaced[j];
-      reads_.push_back(std::move(rd));
+      rd.into = local.rplaced[j];
+      reads.push_back(std::move(rd));
       mapped_.push_back(std::move(mapped));
     }
     if (answer) their_slot.answered.fetch_add(1, std::memory_order_acq_rel);
@@ -873,38 +1064,52 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
     for (const auto &[k, peer] : offered) {
       if (mine_slot.refused[k].load(std::memory_order_relaxed)) continue;
       const Entry &e = mine_slot.entries[k];
-      for (size_t i = 0; i < socc.size(); ++i)
-        if (dests[i] == e.peer && socc[i] == e.occurrence && sok[i]) sblocks[i].count = 0;
+      for (size_t i = 0; i < local.socc.size(); ++i)
+        if (dests[i] == e.peer && local.socc[i] == e.occurrence && local.sok[i]) {
+          sblocks[i].count = 0;
+          if (memo) memo->pairs[size_t(peer)].sends_read.push_back(i);
+        }
       ++readers_;
       if (reader_ranks_.empty() || reader_ranks_.back() != peer) reader_ranks_.push_back(peer);
     }
   }
-  if (node_)
-    TEMPI_LOG(Debug, "%s: zero-copy call %llu on this node: %zu blocks read from peers, %zu to itself, %d readers",
-              call, (unsigned long long)seq_, reads_.size(), self_moves.size(), readers_);
-  for (size_t k = 0; k < self_moves.size(); ++k) {
-    Read rd;
-    rd.from = -1;
-    rd.own_plan = splaced[self_moves[k]].plan;
-    rd.typed = splaced[self_moves[k]].typed;
-    rd.into = rplaced[self_into[k]];
-    sblocks[self_moves[k]].count = 0;
-    rblocks[self_into[k]].count = 0;
-    reads_.push_back(std::move(rd));
+  for (int peer : decided) memo->pairs[size_t(peer)].tag = seq_;
+
+  // Blocks to itself.
+  for (size_t k = 0; k < local.self_reads.size(); ++k) {
+    sblocks[local.self_sends[k]].count = 0;
+    rblocks[local.self_recvs[k]].count = 0;
   }
+  const size_t own = local.self_reads.size();
+  active_.clear();
+  if (memo) {
+    for (int peer : peers_)
+      for (const Read &rd : memo->pairs[size_t(peer)].reads) active_.push_back(&rd);
+    for (const Read &rd : local.self_reads) active_.push_back(&rd);
+    memo->valid = error_ == MPI_SUCCESS;
+  } else {
+    for (Read &rd : local.self_reads) reads_.push_back(std::move(rd));
+    local.self_reads.clear();
+    for (const Read &rd : reads_) active_.push_back(&rd);
+  }
+  if (node_)
+    TEMPI_LOG(Debug, "%s: zero-copy call %llu on this node: %zu blocks read from peers, %zu to itself, %d readers%s",
+              call, (unsigned long long)seq_, active_.size() - own, own, readers_,
+              reused ? " (arguments as at the last call)" : "");
   return error_;
 }
 
 void ZeroCopyCall::prepare_moves() {
-  if (reads_.empty()) return;
-  device_ = gpu_backend().device_of(reads_.front().into.typed);
-  for (Read &rd : reads_)
-    moves_.push_back({rd.from < 0 ? &rd.own_plan : rd.plan, rd.typed, &rd.into.plan, rd.into.typed, rd.into.bytes});
+  if (active_.empty()) return;
+  device_ = gpu_backend().device_of(active_.front()->into.typed);
+  for (const Read *rd : active_)
+    moves_.push_back({rd->from < 0 ? &rd->own_plan : rd->plan, rd->typed, &rd->into.plan, rd->into.typed,
+                      rd->into.bytes});
   lend_scratch(moves_, scratch_);
 }
 
 int ZeroCopyCall::finish(int err) {
-  if (!started_ && reads_.empty()) return err;
+  if (!started_ && active_.empty()) return err;
   Backend &b = gpu_backend();
   if (fence_) {
     const int previous = device_ >= 0 ? b.use_device(device_) : -1;
@@ -914,7 +1119,8 @@ int ZeroCopyCall::finish(int err) {
     if (st != Status::Ok && error_ == MPI_SUCCESS)
       error_ = raise_error(comm_, MPI_ERR_INTERN, "%s: zero-copy moves on the GPU failed: %s", call_, to_string(st));
   }
-  for (const Read &rd : reads_) (rd.from < 0 ? g_self_blocks : g_peer_blocks).fetch_add(1, std::memory_order_relaxed);
+  for (const Read *rd : active_) (rd->from < 0 ? g_self_blocks : g_peer_blocks).fetch_add(1, std::memory_order_relaxed);
+  active_.clear();
   reads_.clear();
   mapped_.clear();  // the GPU is done with the peers' buffers
   if (started_) {
@@ -1204,7 +1410,7 @@ bool zero_copy_participates(MPI_Comm comm) {
 }
 
 ZeroCopyCounts zero_copy_counts() {
-  return {g_peer_blocks.load(), g_self_blocks.load(), mappings().opened()};
+  return {g_peer_blocks.load(), g_self_blocks.load(), mappings().opened(), g_kept_pairs.load()};
 }
 
 void zero_copy_drain() {

@@ -41,6 +41,8 @@ namespace tempi {
 
 struct NodeShare;
 class ZeroCopyPersistent;
+struct ZeroCopyMemo;
+struct LocalHalf;
 
 class ZeroCopyCall {
  public:
@@ -69,16 +71,23 @@ class ZeroCopyCall {
   // until every reader of this rank's send buffer is done. Returns `err` or the first error.
   int finish(int err);
 
-  int pairs() const { return int(reads_.size()); }  // blocks this rank reads (tests, logs)
+  int pairs() const { return int(active_.size()); }  // blocks this rank reads (tests, logs)
 
  private:
   friend class ZeroCopyPersistent;
-  // The handshake and the pair decisions; `flags_at`: this rank's persistent flags (-1: a
-  // blocking call). Fills reads_.
+  friend struct ZeroCopyMemo;
+  friend struct LocalHalf;
+  // The handshake and the pair decisions; `flags_at`: this rank's persistent flags
+  // (kBlockingCall: a blocking call). Fills active_ (and reads_ where no memo keeps them).
   int negotiate(MPI_Comm comm, const char *call, void *sbuf, std::vector<Block> &sblocks,
                 const std::vector<int> &dests, void *rbuf, std::vector<Block> &rblocks,
                 const std::vector<int> &sources, bool cartesian, int flags_at);
-  // The moves of reads_ (Backend::move_async), with device scratch for the pairs that do
+  // This rank's half of a call, from its own arguments alone: its blocks placed, its pairs
+  // with itself, and its slot's entries (plans published).
+  void place_local(MPI_Comm comm, void *sbuf, const std::vector<Block> &sblocks, const std::vector<int> &dests,
+                   void *rbuf, const std::vector<Block> &rblocks, const std::vector<int> &sources, bool cartesian,
+                   bool listing, LocalHalf &local);
+  // The moves of active_ (Backend::move_async), with device scratch for the pairs that do
   // not move in one pass (block lists: packed into it, then unpacked; lend_scratch).
   void prepare_moves();
   // One block this rank reads: from a peer's mapped send buffer (or its own), into its own.
@@ -99,7 +108,8 @@ class ZeroCopyCall {
   int64_t send_lo_ = 0, send_hi_ = 0;  // the bytes peers read, from the send buffer's first
   std::vector<int> peers_;         // node ranks of the call's pattern (they read this rank's slot)
   std::vector<int> told_;          // per node rank: pairs read from it, to report
-  std::vector<Read> reads_;
+  std::vector<Read> reads_;         // the reads of a call whose communicator keeps no memo of them
+  std::vector<const Read *> active_;  // this call's reads (in reads_ or in the memo)
   std::vector<int> reader_ranks_;  // node ranks that read this rank's send buffer
   std::vector<int> owner_flags_;   // per node rank: where its persistent flags are (-1: none)
   std::vector<PeerMapping> mapped_;  // the peers' send buffers that reads_ read through
@@ -183,6 +193,7 @@ bool zero_copy_participates(MPI_Comm comm);
 // log at MPI_Finalize), and peer allocations it has mapped.
 struct ZeroCopyCounts {
   uint64_t peer_blocks = 0, self_blocks = 0, mappings = 0;
+  uint64_t kept_pairs = 0;  // peers of blocking calls whose pairs were kept from an earlier call
 };
 ZeroCopyCounts zero_copy_counts();
 

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -400,6 +401,78 @@ void neighbor_round(MPI_Comm comm, const std::vector<int> &sources, const std::v
   REQUIRE(MPI_Neighbor_alltoallw(send.ptr, sc.data(), sd.data(), st.data(), recv.ptr, rc.data(), rd.data(),
                                  rt.data(), comm) == MPI_SUCCESS);
   CHECK(recv.contents() == ref);
+}
+
+TEST_CASE("repeated calls keep what they decided, and see any rank's change of arguments", "[zero-copy]") {
+  // A time-stepping code: the same MPI_Alltoallw (buffers, types, counts) call after call,
+  // new contents each time, and now and then one rank, or every rank, changes something.
+  // Where neither end of a pair changed since the last call, both ends keep what they decided
+  // then (ZeroCopyCounts::kept_pairs); the bytes must be right at every call.
+  MPI_Comm comm;
+  REQUIRE(MPI_Comm_dup(MPI_COMM_WORLD, &comm) == MPI_SUCCESS);
+  const size_t n = static_cast<size_t>(g_size);
+  const int last = g_size - 1;
+  MPI_Datatype strided, dense;
+  MPI_Type_vector(kFloats, 1, 3, MPI_FLOAT, &strided);
+  MPI_Type_commit(&strided);
+  MPI_Type_contiguous(kFloats, MPI_FLOAT, &dense);
+  MPI_Type_commit(&dense);
+  const size_t slot = kStridedBytes + 64;
+  auto send = std::make_unique<Buf>(true, slot * n, 11 + uint64_t(g_rank));
+  Buf recv(true, size_t(kFloats) * 4 * n + 96, 13 + uint64_t(g_rank));
+  std::vector<uint8_t> expected = recv.host;
+  std::vector<int> scounts(n, 1), rcounts(n, 1), sd(n), rd(n);
+  std::vector<MPI_Datatype> st(n, strided), rt(n, dense);
+  for (size_t p = 0; p < n; ++p) {
+    sd[p] = int(slot * p);
+    rd[p] = 48 + kFloats * 4 * int(p);
+  }
+  // Who changes at a call: everyone at the first, the last rank's receive places at 6,
+  // everyone's send type at 10 (freed and made again: the handle may come back), rank 0's
+  // send allocation at 14 (freed first: often the same address), rank 0's count to the last
+  // rank and the last rank's from rank 0 at 18.
+  auto changes = [&](int call, int r) {
+    return call == 0 || call == 10 || (call == 6 && r == last) || (call == 14 && r == 0) ||
+           (call == 18 && (r == 0 || r == last));
+  };
+  for (int call = 0; call < 24; ++call) {
+    if (call == 6 && g_rank == last)
+      for (size_t p = 0; p < n; ++p) rd[p] = 48 + kFloats * 4 * int((p + 1) % n);
+    if (call == 10) {
+      MPI_Type_free(&strided);
+      MPI_Type_vector(kFloats, 1, 2, MPI_FLOAT, &strided);
+      MPI_Type_commit(&strided);
+      st.assign(n, strided);
+    }
+    if (call == 14 && g_rank == 0) {
+      send.reset();
+      send = std::make_unique<Buf>(true, slot * n, 17);
+    }
+    if (call == 18 && g_rank == 0) scounts[size_t(last)] = 0;
+    if (call == 18 && g_rank == last) rcounts[0] = 0;
+    for (size_t i = 0; i < send->bytes; ++i) send->host[i] = byte_at(uint64_t(2000 + call * 31 + g_rank), i);
+    REQUIRE(tempi::gpu_backend().copy(send->ptr, send->host.data(), send->bytes) == tempi::Status::Ok);
+    REQUIRE(PMPI_Alltoallw(send->host.data(), scounts.data(), sd.data(), st.data(), expected.data(), rcounts.data(),
+                           rd.data(), rt.data(), comm) == MPI_SUCCESS);
+    const tempi::ZeroCopyCounts before = tempi::zero_copy_counts();
+    REQUIRE(MPI_Alltoallw(send->ptr, scounts.data(), sd.data(), st.data(), recv.ptr, rcounts.data(), rd.data(),
+                          rt.data(), comm) == MPI_SUCCESS);
+    const tempi::ZeroCopyCounts after = tempi::zero_copy_counts();
+    INFO("call " << call << ", rank " << g_rank);
+    CHECK(recv.contents() == expected);
+    uint64_t peers = 0, kept = 0;
+    for (int p = 0; p < g_size; ++p) {
+      if (p == g_rank || !same_node(p) || !ipc_on()) continue;
+      peers += rcounts[size_t(p)] > 0;
+      kept += !changes(call, g_rank) && !changes(call, p);
+    }
+    CHECK(after.peer_blocks - before.peer_blocks == peers);
+    CHECK(after.self_blocks - before.self_blocks == uint64_t(ipc_on() ? 1 : 0));
+    CHECK(after.kept_pairs - before.kept_pairs == kept);
+  }
+  MPI_Type_free(&strided);
+  MPI_Type_free(&dense);
+  MPI_Comm_free(&comm);
 }
 
 TEST_CASE("MPI_Neighbor_alltoallw on a graph with repeated edges and self edges", "[zero-copy]") {

@@ -52,6 +52,13 @@ struct MoveJob {
 // zero-copy read of a peer's send block into this rank's receive block): `bytes` packed
 // bytes of `from` at `from_typed` become those of `to` at `to_typed`. `scratch` is device
 // memory of `bytes` bytes for a pair that cannot move in one pass (pack, then unpack).
+// Work described once for the device and issued many times (Backend::prepare_moves);
+// empty: nothing prepared.
+struct Prepared {
+  std::shared_ptr<void> state;
+  explicit operator bool() const { return state != nullptr; }
+};
+
 struct PairJob {
   const Plan *from = nullptr;
   const void *from_typed = nullptr;
@@ -153,6 +160,22 @@ class Backend {
   // source word and writes it to its place, the others go through their scratch. On an
   // error, no work of the call is left running (the caller may release every buffer).
   virtual Status move_async(const std::vector<PairJob> &jobs, Fence &done) = 0;
+  // Moves that repeat unchanged (a blocking collective called again with the same
+  // arguments, docs/design.md "Repeated blocking calls"): prepare_moves describes `jobs`
+  // once where the device can keep the description (the kernel's parameter, copied at every
+  // launch, cost 4-8 us a call for a halo's 26 pairs); move_prepared then issues them as
+  // move_async would. Unsupported: move_async them each time. The jobs' plans and addresses
+  // must stay as they were while `out` is used.
+  virtual Status prepare_moves(const std::vector<PairJob> &jobs, Prepared &out) {
+    (void)jobs;
+    out = Prepared{};
+    return Status::Unsupported;
+  }
+  virtual Status move_prepared(const Prepared &p, Fence &done) {
+    (void)p;
+    done = Fence{};
+    return Status::Unsupported;
+  }
   // Whether the work before `f` finished (never blocks), and waiting for it. Each wait
   // that blocks is one synchronization (counted, see synchronizations()).
   virtual bool query(const Fence &f) = 0;

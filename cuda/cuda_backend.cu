@@ -778,6 +778,56 @@ class CudaBackend final : public Backend {
     return st;
   }
 
+  // Repeated moves (Backend::prepare_moves): where every pair is one of a fused launch (two
+  // strided plans, neither a large transpose), their descriptions go to device memory once.
+  struct PreparedPairs {
+    BufferPool::Lease items;
+    int n = 0;
+    uint32_t blocks = 0;
+    int device = 0;
+  };
+  Status prepare_moves(const std::vector<PairJob> &jobs, Prepared &out) override {
+    out = Prepared{};
+    std::vector<FusedPair> fused;
+    for (const PairJob &j : jobs) {
+      const int64_t bytes = std::min({j.bytes, j.from->packed_size(), j.to->packed_size()});
+      if (bytes <= 0) continue;
+      const MoveJob from{j.from, const_cast<void *>(j.from_typed), nullptr, bytes, Transfer{Method::Device, bytes}};
+      const MoveJob to{j.to, j.to_typed, nullptr, bytes, Transfer{Method::Device, bytes}};
+      FusedPair p;
+      if (!describe_fused(from, nullptr, p.from) || !describe_fused(to, nullptr, p.to)) return Status::Unsupported;
+      if ((j.to->contiguous() && runs_alone(p.from)) || (j.from->contiguous() && runs_alone(p.to)))
+        return Status::Unsupported;
+      p.from.word = p.to.word = std::min(p.from.word, p.to.word);
+      if (!fusable(p.from.ndims, bytes, p.from.word) || !fusable(p.to.ndims, bytes, p.to.word))
+        return Status::Unsupported;
+      fused.push_back(p);
+    }
+    if (fused.empty()) return Status::Unsupported;
+    auto state = std::make_shared<PreparedPairs>();
+    state->n = int(fused.size());
+    state->device = current_device();
+    TEMPI_TRY(device_pool().acquire(fused_pairs_bytes(state->n), state->items));
+    TEMPI_TRY(prepare_fused_pairs(fused.data(), state->n, state->items.get(), state->blocks));
+    out.state = std::move(state);
+    return Status::Ok;
+  }
+
+  Status move_prepared(const Prepared &p, Fence &done) override {
+    done = Fence{};
+    const auto *state = static_cast<const PreparedPairs *>(p.state.get());
+    if (!state) return Status::Unsupported;
+    cudaStream_t stream;
+    TEMPI_TRY(thread_stream(stream));
+    auto fence = std::make_shared<CudaFence>();
+    fence->device = current_device();
+    TEMPI_TRY(launch_prepared_pairs(state->items.get(), state->n, state->blocks, stream));
+    TEMPI_TRY(event_pool(fence->device).take(fence->event));
+    TEMPI_CUDA(cudaEventRecord(fence->event, stream));
+    done.state = std::move(fence);
+    return Status::Ok;
+  }
+
   Status issue_pairs(const std::vector<PairJob> &jobs, cudaStream_t stream, Fence &done) {
     auto fence = std::make_shared<CudaFence>();
     fence->device = current_device();

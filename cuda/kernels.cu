@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "blocklist_device.cuh"
 #include "check.hpp"
@@ -469,6 +470,34 @@ __global__ void __launch_bounds__(kThreads) fused_pairs(const __grid_constant__ 
   }
 }
 
+// The same moves, their descriptions kept in device memory (prepare_fused_pairs): each thread
+// block finds its pair and copies its description into shared memory, where the stores of
+// the move cannot alias it (read from global memory, it would be read again after each).
+__global__ void __launch_bounds__(kThreads) fused_pairs_at(const PairDev *items, int n) {
+  __shared__ PairDev p;
+  int lo = 0, hi = n - 1;  // the last pair whose first block is at or below this one
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (items[mid].first_block <= blockIdx.x) lo = mid;
+    else hi = mid - 1;
+  }
+  static_assert(sizeof(PairDev) % 4 == 0, "copied in 4-byte words");
+  const uint32_t *src = reinterpret_cast<const uint32_t *>(items + lo);
+  uint32_t *dst = reinterpret_cast<uint32_t *>(&p);
+  for (uint32_t k = threadIdx.x; k < sizeof(PairDev) / 4; k += blockDim.x) dst[k] = src[k];
+  const uint32_t end = lo + 1 < n ? items[lo + 1].first_block : gridDim.x;
+  __syncthreads();
+  const uint32_t nblocks = end - p.first_block;
+  const uint32_t i = (blockIdx.x - p.first_block) * blockDim.x + threadIdx.x, step = nblocks * blockDim.x;
+  switch (p.word) {
+    case 16: return pair_object<16>(p, i, step);
+    case 8: return pair_object<8>(p, i, step);
+    case 4: return pair_object<4>(p, i, step);
+    case 2: return pair_object<2>(p, i, step);
+    default: return pair_object<1>(p, i, step);
+  }
+}
+
 // Thread blocks for one object of a fused launch: about two words per thread, capped
 // so that one large object does not hold the others back.
 uint32_t fused_blocks(uint32_t nwords) {
@@ -660,9 +689,9 @@ Status launch_paired_runs(const PairedRun *runs, int64_t n, const void *from, vo
   return Status::Ok;
 }
 
-Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream) {
-  if (n <= 0) return Status::Ok;
-  PairDev d[kMaxFusedPairs];
+namespace {
+// The descriptions of n pairs for a fused launch; returns its thread blocks.
+uint32_t describe_pairs(const FusedPair *pairs, int n, PairDev *d) {
   uint32_t blocks = 0;
   for (int k = 0; k < n; ++k) {
     describe_side(pairs[k].from, pairs[k].from.typed, d[k].from);
@@ -672,6 +701,30 @@ Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream) {
     d[k].first_block = blocks;
     blocks += fused_blocks(d[k].nwords);
   }
+  return blocks;
+}
+}  // namespace
+
+size_t fused_pairs_bytes(int n) { return sizeof(PairDev) * size_t(n < 0 ? 0 : n); }
+
+Status prepare_fused_pairs(const FusedPair *pairs, int n, void *device_items, uint32_t &blocks) {
+  std::vector<PairDev> d(size_t(n < 0 ? 0 : n));
+  blocks = describe_pairs(pairs, n, d.data());
+  TEMPI_CUDA(cudaMemcpy(device_items, d.data(), fused_pairs_bytes(n), cudaMemcpyHostToDevice));
+  return Status::Ok;
+}
+
+Status launch_prepared_pairs(const void *device_items, int n, uint32_t blocks, cudaStream_t stream) {
+  if (n <= 0) return Status::Ok;
+  fused_pairs_at<<<blocks, kThreads, 0, stream>>>(static_cast<const PairDev *>(device_items), n);
+  TEMPI_CUDA(cudaGetLastError());
+  return Status::Ok;
+}
+
+Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream) {
+  if (n <= 0) return Status::Ok;
+  PairDev d[kMaxFusedPairs];
+  const uint32_t blocks = describe_pairs(pairs, n, d);
   launch_smallest<2, 8, kMaxFusedPairs>(d, n, [&](const auto &b) {
     fused_pairs<std::decay_t<decltype(b)>::capacity><<<blocks, kThreads, 0, stream>>>(b);
   });

@@ -83,6 +83,12 @@ constexpr int kMaxFusedPairs = 32;  // pairs per launch (the kernel's parameter 
 // from its place in the source object and written to its place in the destination, so
 // the bytes cross memory once (zero-copy's reads of peers' blocks).
 Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream);
+// The same launch for pairs that repeat, any number of them: described once into
+// `device_items` (device memory of fused_pairs_bytes(n), written before this returns), and
+// launched from there with `blocks` thread blocks, a parameter of a few bytes.
+size_t fused_pairs_bytes(int n);
+Status prepare_fused_pairs(const FusedPair *pairs, int n, void *device_items, uint32_t &blocks);
+Status launch_prepared_pairs(const void *device_items, int n, uint32_t blocks, cudaStream_t stream);
 
 // The longest paired run launch_paired_runs takes: what one warp moves in one round.
 constexpr int64_t kPairedRunBytes = 2016;

@@ -222,7 +222,7 @@ Mappings &mappings() {
   return *m;
 }
 
-std::atomic<uint64_t> g_peer_blocks{0}, g_self_blocks{0}, g_kept_pairs{0};
+std::atomic<uint64_t> g_peer_blocks{0}, g_self_blocks{0}, g_kept_pairs{0}, g_prepared_calls{0};
 std::atomic<bool> g_stopped{false};
 // This process's plan blocks (core/shared_blob.hpp): each share removes its own when it goes,
 // and MPI_Finalize the rest (MPI never deletes the attributes of a communicator left alive).
@@ -311,6 +311,15 @@ struct ZeroCopyMemo {
   bool valid = false;
   LocalHalf local;
   std::vector<Pair> pairs;  // by node rank
+  // The moves of a call that kept every pair, described for the device once
+  // (Backend::prepare_moves), while no pair is decided again and no mapping moves.
+  Prepared prepared;
+  bool unpreparable = false;  // the backend said no for these moves
+  int device = -1;            // the GPU the moves run on
+  void forget_moves() {
+    prepared = Prepared{};
+    unpreparable = false;
+  }
 
   static bool same_blocks(const std::vector<Block> &a, const std::vector<Block> &b) {
     return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const Block &x, const Block &y) {
@@ -328,6 +337,7 @@ struct ZeroCopyMemo {
   }
   void reset(size_t node_ranks) {
     valid = false;
+    forget_moves();
     pairs.clear();
     pairs.resize(node_ranks);
     local = LocalHalf{};
@@ -711,6 +721,7 @@ int ZeroCopyCall::start(MPI_Comm comm, const char *call, void *sbuf, std::vector
   // Every block moved straight from the peer's typed block into this rank's (one launch
   // for the strided ones), issued now so that it overlaps the library's call.
   const OnDeviceOf on_its_gpu(rbuf);
+  if (as_before_ && move_as_before()) return error_;
   prepare_moves();
   if (const Status st = move_pairs(moves_, fence_); st != Status::Ok)
     error_ = raise_error(comm, error_class_of(st), "%s: zero-copy moves on the GPU failed: %s", call, to_string(st));
@@ -977,6 +988,7 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
           error_ = raise_error(comm, MPI_ERR_INTERN, "%s: comm rank %d's GPU buffer, mapped at the last call, "
                                "cannot be mapped again: %s", call, peer_comm, to_string(st));
         } else if (mapped.base() != pair.base) {
+          memo->forget_moves();
           pair.base = mapped.base();
           for (Read &rd : pair.reads) rd.typed = pair.base + rd.from_sbuf + pair.handle.offset;
         }
@@ -1074,6 +1086,7 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
     }
   }
   for (int peer : decided) memo->pairs[size_t(peer)].tag = seq_;
+  if (memo && !decided.empty()) memo->forget_moves();
 
   // Blocks to itself.
   for (size_t k = 0; k < local.self_reads.size(); ++k) {
@@ -1087,6 +1100,7 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
       for (const Read &rd : memo->pairs[size_t(peer)].reads) active_.push_back(&rd);
     for (const Read &rd : local.self_reads) active_.push_back(&rd);
     memo->valid = error_ == MPI_SUCCESS;
+    as_before_ = memo->valid && reused && decided.empty();
   } else {
     for (Read &rd : local.self_reads) reads_.push_back(std::move(rd));
     local.self_reads.clear();
@@ -1099,13 +1113,30 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
   return error_;
 }
 
-void ZeroCopyCall::prepare_moves() {
+bool ZeroCopyCall::move_as_before() {
+  ZeroCopyMemo &memo = node_->memo;
+  Backend &b = gpu_backend();
+  if (!memo.prepared && !memo.unpreparable) {
+    prepare_moves(false);  // no scratch: a prepared move needs none
+    memo.device = device_;
+    memo.unpreparable = b.prepare_moves(moves_, memo.prepared) != Status::Ok;
+    moves_.clear();
+  }
+  if (!memo.prepared) return false;
+  device_ = memo.device;
+  if (const Status st = b.move_prepared(memo.prepared, fence_); st != Status::Ok)
+    error_ = raise_error(comm_, error_class_of(st), "%s: zero-copy moves on the GPU failed: %s", call_, to_string(st));
+  g_prepared_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void ZeroCopyCall::prepare_moves(bool lend) {
   if (active_.empty()) return;
   device_ = gpu_backend().device_of(active_.front()->into.typed);
   for (const Read *rd : active_)
     moves_.push_back({rd->from < 0 ? &rd->own_plan : rd->plan, rd->typed, &rd->into.plan, rd->into.typed,
                       rd->into.bytes});
-  lend_scratch(moves_, scratch_);
+  if (lend) lend_scratch(moves_, scratch_);
 }
 
 int ZeroCopyCall::finish(int err) {
@@ -1410,7 +1441,8 @@ bool zero_copy_participates(MPI_Comm comm) {
 }
 
 ZeroCopyCounts zero_copy_counts() {
-  return {g_peer_blocks.load(), g_self_blocks.load(), mappings().opened(), g_kept_pairs.load()};
+  return {g_peer_blocks.load(), g_self_blocks.load(), mappings().opened(), g_kept_pairs.load(),
+          g_prepared_calls.load()};
 }
 
 void zero_copy_drain() {

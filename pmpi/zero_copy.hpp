@@ -87,9 +87,13 @@ class ZeroCopyCall {
   void place_local(MPI_Comm comm, void *sbuf, const std::vector<Block> &sblocks, const std::vector<int> &dests,
                    void *rbuf, const std::vector<Block> &rblocks, const std::vector<int> &sources, bool cartesian,
                    bool listing, LocalHalf &local);
+  // A call that keeps every pair of the last one: its moves as prepared for the device then
+  // (prepared now at the first such call). False where the backend cannot prepare them.
+  bool move_as_before();
   // The moves of active_ (Backend::move_async), with device scratch for the pairs that do
-  // not move in one pass (block lists: packed into it, then unpacked; lend_scratch).
-  void prepare_moves();
+  // not move in one pass (block lists: packed into it, then unpacked; lend_scratch) where
+  // `lend`.
+  void prepare_moves(bool lend = true);
   // One block this rank reads: from a peer's mapped send buffer (or its own), into its own.
   struct Read {
     int from = -1;               // node rank; -1: this rank's own send block
@@ -118,6 +122,7 @@ class ZeroCopyCall {
   Fence fence_;
   int device_ = -1;
   bool started_ = false;
+  bool as_before_ = false;  // every pair as decided at an earlier call (the memo's)
   int error_ = MPI_SUCCESS;
 };
 
@@ -194,6 +199,7 @@ bool zero_copy_participates(MPI_Comm comm);
 struct ZeroCopyCounts {
   uint64_t peer_blocks = 0, self_blocks = 0, mappings = 0;
   uint64_t kept_pairs = 0;  // peers of blocking calls whose pairs were kept from an earlier call
+  uint64_t prepared_calls = 0;  // blocking calls whose moves were issued as prepared at an earlier one
 };
 ZeroCopyCounts zero_copy_counts();
 

@@ -461,14 +461,18 @@ TEST_CASE("repeated calls keep what they decided, and see any rank's change of a
     INFO("call " << call << ", rank " << g_rank);
     CHECK(recv.contents() == expected);
     uint64_t peers = 0, kept = 0;
+    bool as_before = ipc_on() && !changes(call, g_rank);
     for (int p = 0; p < g_size; ++p) {
       if (p == g_rank || !same_node(p) || !ipc_on()) continue;
       peers += rcounts[size_t(p)] > 0;
       kept += !changes(call, g_rank) && !changes(call, p);
+      as_before = as_before && !changes(call, p);
     }
     CHECK(after.peer_blocks - before.peer_blocks == peers);
     CHECK(after.self_blocks - before.self_blocks == uint64_t(ipc_on() ? 1 : 0));
     CHECK(after.kept_pairs - before.kept_pairs == kept);
+    // Every pair as at the last call: the moves as prepared then (two strided plans each).
+    CHECK(after.prepared_calls - before.prepared_calls == uint64_t(as_before ? 1 : 0));
   }
   MPI_Type_free(&strided);
   MPI_Type_free(&dense);

@@ -371,6 +371,23 @@ class EmulatedBackend final : public Backend {
   Status pack_async(const std::vector<MoveJob> &jobs, Fence &done) override { return issue(jobs, true, done); }
   Status unpack_async(const std::vector<MoveJob> &jobs, Fence &done) override { return issue(jobs, false, done); }
 
+  // Repeated moves are prepared where the CUDA backend prepares them (every pair two
+  // strided plans): the jobs are kept and moved again, so that the layer above runs the same
+  // path as on a GPU.
+  Status prepare_moves(const std::vector<PairJob> &jobs, Prepared &out) override {
+    out = Prepared{};
+    if (jobs.empty()) return Status::Unsupported;
+    for (const PairJob &j : jobs)
+      if (!j.from || !j.to || !j.from->strided() || !j.to->strided()) return Status::Unsupported;
+    out.state = std::make_shared<std::vector<PairJob>>(jobs);
+    return Status::Ok;
+  }
+  Status move_prepared(const Prepared &p, Fence &done) override {
+    done = Fence{};
+    if (!p) return Status::Unsupported;
+    return move_async(*static_cast<const std::vector<PairJob> *>(p.state.get()), done);
+  }
+
   // Each pair through a host buffer of its packed bytes (the host packer has no
   // typed-to-typed form), all pairs as one piece of work on this thread's stream.
   Status move_async(const std::vector<PairJob> &jobs, Fence &done) override {

@@ -807,8 +807,10 @@ class CudaBackend final : public Backend {
     auto state = std::make_shared<PreparedPairs>();
     state->n = int(fused.size());
     state->device = current_device();
+    cudaStream_t stream;
+    TEMPI_TRY(thread_stream(stream));
     TEMPI_TRY(device_pool().acquire(fused_pairs_bytes(state->n), state->items));
-    TEMPI_TRY(prepare_fused_pairs(fused.data(), state->n, state->items.get(), state->blocks));
+    TEMPI_TRY(prepare_fused_pairs(fused.data(), state->n, state->items.get(), state->blocks, stream));
     out.state = std::move(state);
     return Status::Ok;
   }

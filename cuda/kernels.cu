@@ -707,10 +707,13 @@ uint32_t describe_pairs(const FusedPair *pairs, int n, PairDev *d) {
 
 size_t fused_pairs_bytes(int n) { return sizeof(PairDev) * size_t(n < 0 ? 0 : n); }
 
-Status prepare_fused_pairs(const FusedPair *pairs, int n, void *device_items, uint32_t &blocks) {
+Status prepare_fused_pairs(const FusedPair *pairs, int n, void *device_items, uint32_t &blocks, cudaStream_t stream) {
   std::vector<PairDev> d(size_t(n < 0 ? 0 : n));
   blocks = describe_pairs(pairs, n, d.data());
-  TEMPI_CUDA(cudaMemcpy(device_items, d.data(), fused_pairs_bytes(n), cudaMemcpyHostToDevice));
+  // On TEMPI's stream, not the legacy default one (the application's work there is not this
+  // copy's business; the zero-copy thread prepares too).
+  TEMPI_CUDA(cudaMemcpyAsync(device_items, d.data(), fused_pairs_bytes(n), cudaMemcpyHostToDevice, stream));
+  TEMPI_CUDA(cudaStreamSynchronize(stream));
   return Status::Ok;
 }
 

@@ -87,7 +87,7 @@ Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream);
 // `device_items` (device memory of fused_pairs_bytes(n), written before this returns), and
 // launched from there with `blocks` thread blocks, a parameter of a few bytes.
 size_t fused_pairs_bytes(int n);
-Status prepare_fused_pairs(const FusedPair *pairs, int n, void *device_items, uint32_t &blocks);
+Status prepare_fused_pairs(const FusedPair *pairs, int n, void *device_items, uint32_t &blocks, cudaStream_t stream);
 Status launch_prepared_pairs(const void *device_items, int n, uint32_t blocks, cudaStream_t stream);
 
 // The longest paired run launch_paired_runs takes: what one warp moves in one round.

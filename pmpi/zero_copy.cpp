@@ -1333,9 +1333,21 @@ int ZeroCopyPersistent::follow_owners() {
       }
       rd.typed = m.base() + h.offset + rd.from_sbuf;
       moves_[k].from_typed = rd.typed;
+      prepared_ = Prepared{};  // described with the old address
+      unpreparable_ = false;
     }
   }
   return err;
+}
+
+Status ZeroCopyPersistent::move() {
+  Backend &b = gpu_backend();
+  // Every start moves the same pairs: described for the device at the first (kept until an
+  // owner's send buffer moves to another allocation).
+  if (!prepared_ && !unpreparable_) unpreparable_ = b.prepare_moves(moves_, prepared_) != Status::Ok;
+  if (!prepared_) return move_pairs(moves_, fence_);
+  g_prepared_calls.fetch_add(1, std::memory_order_relaxed);
+  return b.move_prepared(prepared_, fence_);
 }
 
 bool ZeroCopyPersistent::advance() {
@@ -1349,7 +1361,7 @@ bool ZeroCopyPersistent::advance() {
     const int previous = b.use_device(device_);
     if (const int err = follow_owners(); err != MPI_SUCCESS) {
       error_ = err;
-    } else if (const Status st = move_pairs(moves_, fence_); st != Status::Ok) {
+    } else if (const Status st = move(); st != Status::Ok) {
       TEMPI_LOG(Error, "%s: zero-copy moves on the GPU failed: %s", call_, to_string(st));
       error_ = MPI_ERR_INTERN;
       fence_ = Fence{};

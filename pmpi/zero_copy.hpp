@@ -157,6 +157,8 @@ class ZeroCopyPersistent : public std::enable_shared_from_this<ZeroCopyPersisten
   // advance(): where an owner's send buffer is in another allocation than at the last start,
   // maps that one and moves the reads from it there. Returns an MPI error code.
   int follow_owners();
+  // advance(): issues this start's moves, as prepared at an earlier start where it can.
+  Status move();
   const char *call_ = "";
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::shared_ptr<NodeShare> node_;
@@ -165,6 +167,8 @@ class ZeroCopyPersistent : public std::enable_shared_from_this<ZeroCopyPersisten
   std::vector<int> readers_;                   // node ranks that read this rank's send buffer
   std::vector<ZeroCopyCall::Read> reads_;
   std::vector<PairJob> moves_;  // the reads: each peer block straight into its receive block
+  Prepared prepared_;           // moves_ described for the device (Backend::prepare_moves)
+  bool unpreparable_ = false;   // the backend cannot prepare moves_
   Scratch scratch_;
   std::vector<PeerMapping> mapped_;  // held from init to the request's end
   int device_ = -1;       // the receive buffer's GPU (the reads run there)
@@ -199,7 +203,7 @@ bool zero_copy_participates(MPI_Comm comm);
 struct ZeroCopyCounts {
   uint64_t peer_blocks = 0, self_blocks = 0, mappings = 0;
   uint64_t kept_pairs = 0;  // peers of blocking calls whose pairs were kept from an earlier call
-  uint64_t prepared_calls = 0;  // blocking calls whose moves were issued as prepared at an earlier one
+  uint64_t prepared_calls = 0;  // blocking calls and persistent starts whose moves were issued as prepared
 };
 ZeroCopyCounts zero_copy_counts();
 

@@ -722,6 +722,8 @@ TEST_CASE("MPI_Alltoallw_init: zero-copy pairs decided once, 40 starts with new 
     const tempi::ZeroCopyCounts after = tempi::zero_copy_counts();
     CHECK(after.peer_blocks - before.peer_blocks == uint64_t(expect));
     CHECK(after.self_blocks - before.self_blocks == uint64_t(ipc_on() ? 1 : 0));
+    // Two strided plans each: every start's moves as described for the device at the first.
+    CHECK(after.prepared_calls - before.prepared_calls == uint64_t(ipc_on() ? 1 : 0));
   }
   REQUIRE(MPI_Request_free(&req) == MPI_SUCCESS);
 }

@@ -737,6 +737,19 @@ int zero_copy_handshake(ZeroCopyCall &zc, const Issue &how, MPI_Comm comm, const
 
 bool needed(const CollectiveOp &op) { return op.send.used() || op.recv.used(); }
 
+// Whether any of the first n counts is not 0 (a rank's arguments give the library data).
+bool any_count(const int *counts, size_t n) {
+  return counts && std::any_of(counts, counts + n, [](int c) { return c != 0; });
+}
+
+// The library's part of an exchange collective, `call`, unless the call is blocking and no
+// rank of the communicator gives the library any data (ZeroCopyCall::library_needed).
+template <class Call>
+int library_part(ZeroCopyCall &zc, const Issue &how, bool carries, const Call &call) {
+  if (!how.request && !zc.library_needed(carries)) return MPI_SUCCESS;
+  return call();
+}
+
 // One side of an exchange collective, its blocks gathered: the GPU buffer (null: a host
 // side, whose blocks are empty) and the ranks its blocks go to or come from (null: no
 // zero-copy handshake, as on an intercommunicator).
@@ -1113,14 +1126,22 @@ int alltoallv_as(const char *name, const void *sbuf, const int scounts[], const 
   if (const int err = check_agree_plan(*op, zc, how, {sgpu ? mutable_buf(sbuf) : nullptr, std::move(sblocks), peers},
                                        {rgpu ? rbuf : nullptr, std::move(rblocks), peers}, !in_place, false))
     return err;
-  if (!needed(*op)) return zc.finish(untouched(op, next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype), how));
+  const size_t n = size_t(g.peers());
+  if (!needed(*op))
+    return zc.finish(untouched(op,
+                               library_part(zc, how, (!in_place && any_count(scounts, n)) || any_count(rcounts, n),
+                                            [&] { return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype); }),
+                               how));
   if (const int err = load(*op, how)) return err;
   VArgs s, r;
   if (const int err = wire_varying(op->send, scounts, sdispls, stype, *op, op->swire, s)) return err;
   if (const int err = wire_varying(op->recv, rcounts, rdispls, rtype, *op, op->rwire, r)) return err;
   return zc.finish(conclude(op,
-                            next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type,
-                                 op->recv.library_buffer(rbuf), r.counts, r.displs, r.type),
+                            library_part(zc, how, (!in_place && any_count(s.counts, n)) || any_count(r.counts, n),
+                                         [&] {
+                                           return next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type,
+                                                       op->recv.library_buffer(rbuf), r.counts, r.displs, r.type);
+                                         }),
                             how));
 }
 
@@ -1150,14 +1171,22 @@ int alltoallw(const void *sbuf, const int scounts[], const int sdispls[], const 
   if (const int err = check_agree_plan(*op, zc, how, {sgpu ? mutable_buf(sbuf) : nullptr, std::move(sblocks), peers},
                                        {rgpu ? rbuf : nullptr, std::move(rblocks), peers}, !in_place, false))
     return err;
-  if (!needed(*op)) return zc.finish(untouched(op, next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes), how));
+  const size_t n = size_t(g.peers());
+  if (!needed(*op))
+    return zc.finish(untouched(op,
+                               library_part(zc, how, (!in_place && any_count(scounts, n)) || any_count(rcounts, n),
+                                            [&] { return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes); }),
+                               how));
   if (const int err = load(*op, how)) return err;
   WArgs<int> s, r;
   if (const int err = wire_typed(op->send, scounts, sdispls, stypes, *op, op->swire, op->swire.displs, s)) return err;
   if (const int err = wire_typed(op->recv, rcounts, rdispls, rtypes, *op, op->rwire, op->rwire.displs, r)) return err;
   return zc.finish(conclude(op,
-                            next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types,
-                                 op->recv.library_buffer(rbuf), r.counts, r.displs, r.types),
+                            library_part(zc, how, (!in_place && any_count(s.counts, n)) || any_count(r.counts, n),
+                                         [&] {
+                                           return next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types,
+                                                       op->recv.library_buffer(rbuf), r.counts, r.displs, r.types);
+                                         }),
                             how));
 }
 
@@ -1327,14 +1356,22 @@ int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[
   if (const int err = check_agree_plan(*op, zc, how, {sgpu ? mutable_buf(sbuf) : nullptr, std::move(sblocks), &dests},
                                        {rgpu ? rbuf : nullptr, std::move(rblocks), &sources}, true, cartesian))
     return err;
-  if (!needed(*op)) return zc.finish(untouched(op, next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype), how));
+  if (!needed(*op))
+    return zc.finish(untouched(
+        op,
+        library_part(zc, how, any_count(scounts, dests.size()) || any_count(rcounts, sources.size()),
+                     [&] { return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype); }),
+        how));
   if (const int err = load(*op, how)) return err;
   VArgs s, r;
   if (const int err = wire_varying(op->send, scounts, sdispls, stype, *op, op->swire, s)) return err;
   if (const int err = wire_varying(op->recv, rcounts, rdispls, rtype, *op, op->rwire, r)) return err;
   return zc.finish(conclude(op,
-                            next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type,
-                                 op->recv.library_buffer(rbuf), r.counts, r.displs, r.type),
+                            library_part(zc, how, any_count(s.counts, dests.size()) || any_count(r.counts, sources.size()),
+                                         [&] {
+                                           return next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type,
+                                                       op->recv.library_buffer(rbuf), r.counts, r.displs, r.type);
+                                         }),
                             how));
 }
 
@@ -1368,7 +1405,12 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
   if (const int err = check_agree_plan(*op, zc, how, {sgpu ? mutable_buf(sbuf) : nullptr, std::move(sblocks), &dests},
                                        {rgpu ? rbuf : nullptr, std::move(rblocks), &sources}, true, cartesian))
     return err;
-  if (!needed(*op)) return zc.finish(untouched(op, next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes), how));
+  if (!needed(*op))
+    return zc.finish(untouched(
+        op,
+        library_part(zc, how, any_count(scounts, dests.size()) || any_count(rcounts, sources.size()),
+                     [&] { return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes); }),
+        how));
   if (const int err = load(*op, how)) return err;
   // MPICH before 4.1 reads the count arrays of MPI_Neighbor_alltoallw with the other
   // direction's degree (pmodels/mpich#6233): TEMPI's arrays hold max(indegree, outdegree).
@@ -1379,8 +1421,11 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
   if (const int err = wire_typed(op->recv, rcounts, rdispls, rtypes, *op, op->rwire, op->rwire.adispls, r, room))
     return err;
   return zc.finish(conclude(op,
-                            next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types,
-                                 op->recv.library_buffer(rbuf), r.counts, r.displs, r.types),
+                            library_part(zc, how, any_count(s.counts, dests.size()) || any_count(r.counts, sources.size()),
+                                         [&] {
+                                           return next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types,
+                                                       op->recv.library_buffer(rbuf), r.counts, r.displs, r.types);
+                                         }),
                             how));
 }
 

@@ -64,6 +64,10 @@ struct Slot {
   std::atomic<uint64_t> done{0};  // pairs whose readers finished reading this rank's send blocks
   std::atomic<uint64_t> seen{0};  // peers that copied this slot (it is not rewritten before all did)
   std::atomic<uint64_t> answered{0};  // readers that said which of this rank's send blocks they can map
+  // A blocking call on a communicator that lies on this node: 0 until this rank knows whether
+  // it gives the library any data in it, then 1 (no) or 2 (yes); and how many ranks read that.
+  std::atomic<uint32_t> library{0};
+  std::atomic<uint64_t> library_seen{0};
   IpcHandle handle;               // of the send buffer's allocation (size 0: not exported)
   char send_device[kIdBytes] = {};
   int32_t flags_at = -1;          // a persistent init: this rank's flags (Segment::flags)
@@ -222,7 +226,7 @@ Mappings &mappings() {
   return *m;
 }
 
-std::atomic<uint64_t> g_peer_blocks{0}, g_self_blocks{0}, g_kept_pairs{0}, g_prepared_calls{0};
+std::atomic<uint64_t> g_peer_blocks{0}, g_self_blocks{0}, g_kept_pairs{0}, g_prepared_calls{0}, g_library_skipped{0};
 std::atomic<bool> g_stopped{false};
 // This process's plan blocks (core/shared_blob.hpp): each share removes its own when it goes,
 // and MPI_Finalize the rest (MPI never deletes the attributes of a communicator left alive).
@@ -857,6 +861,7 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
   // A persistent init without flags of its own (all taken) lists no pair: the pack path.
   const bool listing = flags_at != kNoFlags;
   const bool persistent = flags_at != kBlockingCall;
+  blocking_ = !persistent;
   const uint64_t types_now = type_cache().generation();  // before any lookup of this call
   int me = 0;
   PMPI_Comm_rank(comm, &me);
@@ -918,6 +923,8 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
     slot.done.store(0, std::memory_order_relaxed);
     slot.seen.store(0, std::memory_order_relaxed);
     slot.answered.store(0, std::memory_order_relaxed);
+    slot.library.store(0, std::memory_order_relaxed);
+    slot.library_seen.store(0, std::memory_order_relaxed);
     slot.handle = local.exported ? local.handle : IpcHandle{};
     slot.flags_at = persistent ? flags_at : -1;
     copy_id(slot.send_device, local.exported ? local.send_device : std::string());
@@ -1139,6 +1146,29 @@ void ZeroCopyCall::prepare_moves(bool lend) {
   if (lend) lend_scratch(moves_, scratch_);
 }
 
+bool ZeroCopyCall::library_needed(bool carries) {
+  if (!started_ || !blocking_ || node_->segments.size() != node_->node_of.size()) return true;
+  Slot &mine = node_->mine().slots[seq_ & 1];
+  mine.library.store(carries ? 2 : 1, std::memory_order_release);
+  bool any = carries;
+  for (size_t r = 0; r < node_->segments.size(); ++r) {
+    if (int(r) == node_->node_rank) continue;
+    Slot &theirs = node_->segments[r]->slots[seq_ & 1];
+    uint32_t says = 0;
+    spin_until(
+        [&] {
+          return theirs.seq.load(std::memory_order_acquire) == seq_ &&
+                 (says = theirs.library.load(std::memory_order_acquire)) != 0;
+        },
+        node_->node, call_, "to say whether it gives the library data", node_->comm_of[r]);
+    any = any || says == 2;
+    theirs.library_seen.fetch_add(1, std::memory_order_acq_rel);
+  }
+  library_round_ = true;
+  if (!any) g_library_skipped.fetch_add(1, std::memory_order_relaxed);
+  return any;
+}
+
 int ZeroCopyCall::finish(int err) {
   if (!started_ && active_.empty()) return err;
   Backend &b = gpu_backend();
@@ -1160,10 +1190,12 @@ int ZeroCopyCall::finish(int err) {
       if (told_[peer]) node_->segments[peer]->slots[seq_ & 1].done.fetch_add(uint64_t(told_[peer]));
     Slot &slot = node_->mine().slots[seq_ & 1];
     const uint64_t peers = peers_.size();
+    const uint64_t told = library_round_ ? node_->segments.size() - 1 : 0;
     spin_until(
         [&] {
           return slot.done.load(std::memory_order_acquire) >= uint64_t(readers_) &&
-                 slot.seen.load(std::memory_order_acquire) >= peers;
+                 slot.seen.load(std::memory_order_acquire) >= peers &&
+                 slot.library_seen.load(std::memory_order_acquire) >= told;
         },
         node_->node, call_, "to finish with this rank's zero-copy slot", -1);
   }
@@ -1454,7 +1486,7 @@ bool zero_copy_participates(MPI_Comm comm) {
 
 ZeroCopyCounts zero_copy_counts() {
   return {g_peer_blocks.load(), g_self_blocks.load(), mappings().opened(), g_kept_pairs.load(),
-          g_prepared_calls.load()};
+          g_prepared_calls.load(), g_library_skipped.load()};
 }
 
 void zero_copy_drain() {

@@ -67,6 +67,13 @@ class ZeroCopyCall {
   int start_persistent(MPI_Comm comm, const char *call, void *sbuf, std::vector<Block> &sblocks,
                        const std::vector<int> &dests, void *rbuf, std::vector<Block> &rblocks,
                        const std::vector<int> &sources, bool cartesian, std::shared_ptr<ZeroCopyPersistent> &kept);
+  // A blocking call, after start() and before the library's call: whether any rank of the
+  // communicator gives the library data in it (`carries`: whether this rank does). Where the
+  // communicator lies on this node every rank asks (collective), and where none does, none
+  // calls the library: the call is then nothing but its zero-copy moves, and skipped at
+  // every rank alike, the library's own state (its collective sequence) stays in step.
+  // Elsewhere (ranks on other nodes, no zero-copy) true.
+  bool library_needed(bool carries);
   // After the library's call: waits for this rank's reads, tells their owners, and waits
   // until every reader of this rank's send buffer is done. Returns `err` or the first error.
   int finish(int err);
@@ -123,6 +130,8 @@ class ZeroCopyCall {
   int device_ = -1;
   bool started_ = false;
   bool as_before_ = false;  // every pair as decided at an earlier call (the memo's)
+  bool blocking_ = false;
+  bool library_round_ = false;  // library_needed read every rank's answer (finish waits for theirs)
   int error_ = MPI_SUCCESS;
 };
 
@@ -204,6 +213,7 @@ struct ZeroCopyCounts {
   uint64_t peer_blocks = 0, self_blocks = 0, mappings = 0;
   uint64_t kept_pairs = 0;  // peers of blocking calls whose pairs were kept from an earlier call
   uint64_t prepared_calls = 0;  // blocking calls and persistent starts whose moves were issued as prepared
+  uint64_t library_skipped = 0;  // blocking calls in which no rank called the MPI library (all zero-copy)
 };
 ZeroCopyCounts zero_copy_counts();
 

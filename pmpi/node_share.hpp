@@ -94,6 +94,7 @@ class PeerMapping {
   Status map(int32_t pid, const IpcHandle &h);
   char *base() const { return static_cast<char *>(base_); }
   uint64_t buffer_id() const { return base_ ? buffer_id_ : 0; }  // 0: none held
+  int32_t pid() const { return pid_; }
   void release();
 
  private:

@@ -56,6 +56,8 @@ constexpr int kMaxPersistent = 64;  // persistent zero-copy collectives alive pe
 constexpr int kMaxNodeRanks = 64;   // node ranks of a communicator that persistent zero-copy serves
 constexpr int kBlockingCall = -2;   // ZeroCopyCall::negotiate's flags_at for a blocking call
 constexpr int kNoFlags = -1;        // ... for a persistent init that has no flags
+// What a rank says in Slot::library (0: not yet).
+constexpr uint32_t kLibraryNoData = 1, kLibraryData = 2, kLibraryFailed = 3;
 
 // What a rank says about one call. `seq` is written last (and zeroed first): a reader that
 // finds the call's number before and after copying has a consistent copy.
@@ -65,7 +67,8 @@ struct Slot {
   std::atomic<uint64_t> seen{0};  // peers that copied this slot (it is not rewritten before all did)
   std::atomic<uint64_t> answered{0};  // readers that said which of this rank's send blocks they can map
   // A blocking call on a communicator that lies on this node: 0 until this rank knows whether
-  // it gives the library any data in it, then 1 (no) or 2 (yes); and how many ranks read that.
+  // it gives the library any data in it, then kLibraryNoData, kLibraryData or kLibraryFailed
+  // (it failed before asking); and how many ranks read that.
   std::atomic<uint32_t> library{0};
   std::atomic<uint64_t> library_seen{0};
   IpcHandle handle;               // of the send buffer's allocation (size 0: not exported)
@@ -951,6 +954,32 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
     for (int k = 0; k < ns; ++k) slot.refused[k].store(0, std::memory_order_relaxed);
     slot.nsend = ns;
     slot.nrecv = nr;
+    // A pair kept from an earlier call reads the peer's allocation again: mapped now, before
+    // the tag says so (the cache may have unmapped it between calls, and mapping it again may
+    // be refused, as by a CUDA-aware library's own mapping): where it cannot be, the tag is 0
+    // and both ends decide the pair again, which refuses it the usual way.
+    if (keep && reused)
+      for (int p : peers_) {
+        ZeroCopyMemo::Pair &pair = memo->pairs[size_t(p)];
+        if (pair.tag == 0 || pair.reads.empty()) continue;
+        PeerMapping mapped;
+        Status st;
+        {
+          const OnDeviceOf on_its_gpu(rbuf);
+          st = mapped.map(pair.pid, pair.handle);
+        }
+        if (st != Status::Ok) {
+          pair = ZeroCopyMemo::Pair{};
+          memo->forget_moves();
+          continue;
+        }
+        if (mapped.base() != pair.base) {
+          memo->forget_moves();
+          pair.base = mapped.base();
+          for (Read &rd : pair.reads) rd.typed = pair.base + rd.from_sbuf + pair.handle.offset;
+        }
+        mapped_.push_back(std::move(mapped));  // held until the GPU is done (finish)
+      }
     for (int p : peers_)
       if (p < kMaxNodeRanks) slot.pair_tag[p] = keep && reused ? memo->pairs[size_t(p)].tag : 0;
     if (!keep) memo = nullptr;  // this call's decisions go to reads_ and mapped_, not to the memo
@@ -977,30 +1006,14 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
     their_slot.seen.fetch_add(1, std::memory_order_acq_rel);
     if (!copied) {
       TEMPI_LOG(Error, "%s: comm rank %d left the call before this rank read its zero-copy slot", call, peer_comm);
-      if (memo) memo->pairs[size_t(peer)] = ZeroCopyMemo::Pair{};
+      if (memo) {
+        memo->pairs[size_t(peer)] = ZeroCopyMemo::Pair{};
+        memo->forget_moves();
+      }
       continue;
     }
     if (memo && kept != 0 && theirs.tag == kept) {
-      ZeroCopyMemo::Pair &pair = memo->pairs[size_t(peer)];
-      if (!pair.reads.empty()) {
-        PeerMapping mapped;
-        Status st;
-        {
-          const OnDeviceOf on_its_gpu(rbuf);
-          st = mapped.map(pair.pid, pair.handle);
-        }
-        if (st != Status::Ok) {
-          // Cannot happen while the peer's allocation lives, which its tag says it does. The
-          // peer counts on these reads: they are told done, and the call fails.
-          error_ = raise_error(comm, MPI_ERR_INTERN, "%s: comm rank %d's GPU buffer, mapped at the last call, "
-                               "cannot be mapped again: %s", call, peer_comm, to_string(st));
-        } else if (mapped.base() != pair.base) {
-          memo->forget_moves();
-          pair.base = mapped.base();
-          for (Read &rd : pair.reads) rd.typed = pair.base + rd.from_sbuf + pair.handle.offset;
-        }
-        if (st == Status::Ok) mapped_.push_back(std::move(mapped));
-      }
+      const ZeroCopyMemo::Pair &pair = memo->pairs[size_t(peer)];  // its mapping held since the slot was written
       for (size_t i : pair.sends_read) sblocks[i].count = 0;
       readers_ += int(pair.sends_read.size());
       if (!pair.sends_read.empty()) reader_ranks_.push_back(peer);
@@ -1011,6 +1024,11 @@ int ZeroCopyCall::negotiate(MPI_Comm comm, const char *call, void *sbuf, std::ve
     }
     ZeroCopyMemo::Pair *pair = memo ? &memo->pairs[size_t(peer)] : nullptr;
     if (pair) {
+      // The kept mapping taken before the slot was written goes first: the peer's buffer may
+      // be a new allocation where the old one was, which CUDA maps only once the old is closed.
+      if (pair->tag != 0 && !pair->reads.empty())
+        for (PeerMapping &m : mapped_)
+          if (m.pid() == pair->pid && m.buffer_id() == pair->handle.buffer_id) m.release();
       *pair = ZeroCopyMemo::Pair{};
       decided.push_back(peer);
     }
@@ -1146,11 +1164,20 @@ void ZeroCopyCall::prepare_moves(bool lend) {
   if (lend) lend_scratch(moves_, scratch_);
 }
 
+bool ZeroCopyCall::library_round() const {
+  return started_ && blocking_ && node_->segments.size() == node_->node_of.size();
+}
+
 bool ZeroCopyCall::library_needed(bool carries) {
-  if (!started_ || !blocking_ || node_->segments.size() != node_->node_of.size()) return true;
+  if (!library_round()) return true;
+  return tell_library(carries ? kLibraryData : kLibraryNoData);
+}
+
+bool ZeroCopyCall::tell_library(uint32_t mine_says) {
   Slot &mine = node_->mine().slots[seq_ & 1];
-  mine.library.store(carries ? 2 : 1, std::memory_order_release);
-  bool any = carries;
+  mine.library.store(mine_says, std::memory_order_release);
+  bool any = mine_says == kLibraryData;
+  int failed = -1;
   for (size_t r = 0; r < node_->segments.size(); ++r) {
     if (int(r) == node_->node_rank) continue;
     Slot &theirs = node_->segments[r]->slots[seq_ & 1];
@@ -1161,10 +1188,18 @@ bool ZeroCopyCall::library_needed(bool carries) {
                  (says = theirs.library.load(std::memory_order_acquire)) != 0;
         },
         node_->node, call_, "to say whether it gives the library data", node_->comm_of[r]);
-    any = any || says == 2;
+    any = any || says == kLibraryData;
+    if (says == kLibraryFailed) failed = node_->comm_of[r];
     theirs.library_seen.fetch_add(1, std::memory_order_acq_rel);
   }
   library_round_ = true;
+  if (failed >= 0) {
+    // That rank will not call the library: nobody does, and the call fails here too.
+    if (error_ == MPI_SUCCESS && mine_says != kLibraryFailed)
+      error_ = raise_error(comm_, MPI_ERR_OTHER, "%s: comm rank %d failed in this call; no rank calls the MPI library",
+                           call_, failed);
+    return false;
+  }
   if (!any) g_library_skipped.fetch_add(1, std::memory_order_relaxed);
   return any;
 }
@@ -1185,6 +1220,9 @@ int ZeroCopyCall::finish(int err) {
   reads_.clear();
   mapped_.clear();  // the GPU is done with the peers' buffers
   if (started_) {
+    // A rank that failed before asking whether to call the library says so in the round,
+    // or its peers would wait there for it (and skip the library: it will not call it).
+    if (!library_round_ && library_round()) tell_library(kLibraryFailed);
     started_ = false;
     for (size_t peer = 0; peer < told_.size(); ++peer)
       if (told_[peer]) node_->segments[peer]->slots[seq_ & 1].done.fetch_add(uint64_t(told_[peer]));

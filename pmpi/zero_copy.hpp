@@ -72,7 +72,8 @@ class ZeroCopyCall {
   // communicator lies on this node every rank asks (collective), and where none does, none
   // calls the library: the call is then nothing but its zero-copy moves, and skipped at
   // every rank alike, the library's own state (its collective sequence) stays in step.
-  // Elsewhere (ranks on other nodes, no zero-copy) true.
+  // Elsewhere (ranks on other nodes, no zero-copy) true. A rank that fails before asking
+  // says so in the round (finish), and the others then fail the call without the library.
   bool library_needed(bool carries);
   // After the library's call: waits for this rank's reads, tells their owners, and waits
   // until every reader of this rank's send buffer is done. Returns `err` or the first error.
@@ -97,6 +98,10 @@ class ZeroCopyCall {
   // A call that keeps every pair of the last one: its moves as prepared for the device then
   // (prepared now at the first such call). False where the backend cannot prepare them.
   bool move_as_before();
+  // Whether this call takes part in the round of library_needed, and this rank's part of it
+  // (what it says: zero_copy.cpp's kLibrary*); false where no rank calls the library.
+  bool library_round() const;
+  bool tell_library(uint32_t mine_says);
   // The moves of active_ (Backend::move_async), with device scratch for the pairs that do
   // not move in one pass (block lists: packed into it, then unpacked; lend_scratch) where
   // `lend`.

@@ -489,6 +489,46 @@ TEST_CASE("repeated calls keep what they decided, and see any rank's change of a
   MPI_Comm_free(&comm);
 }
 
+#if !defined(P2P_REAL_GPU)
+TEST_CASE("a rank whose zero-copy moves fail: every rank's call fails and none waits for it", "[zero-copy]") {
+  // On a communicator that lies on one node, the ranks agree whether anyone calls the MPI
+  // library; a rank that fails before it says so must still say it, or the others wait for
+  // it for ever. Its peers' calls fail too (nobody calls the library), and the next call works.
+  bool one_node = ipc_on() && g_size > 1;
+  for (int p = 0; p < g_size; ++p) one_node = one_node && same_node(p);
+  if (!one_node) {
+    SUCCEED("needs two ranks or more on one node, zero-copy on");
+    return;
+  }
+  MPI_Comm comm;
+  REQUIRE(MPI_Comm_dup(MPI_COMM_WORLD, &comm) == MPI_SUCCESS);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  Types t(kFloats);
+  const size_t slot = kStridedBytes + 64, n = static_cast<size_t>(g_size);
+  Buf send(true, slot * n, 71 + uint64_t(g_rank));
+  Buf recv(true, size_t(kFloats) * 4 * n + 96, 73 + uint64_t(g_rank));
+  std::vector<int> counts(n, 1), sd(n), rd(n);
+  std::vector<MPI_Datatype> st(n, t.strided), rt(n, t.dense);
+  for (size_t p = 0; p < n; ++p) {
+    sd[p] = int(slot * p);
+    rd[p] = 48 + kFloats * 4 * int(p);
+  }
+  if (g_rank == 0) tempi::emulated_fail_nth(tempi::EmulatedFault::Launch, 1);
+  const int failed = MPI_Alltoallw(send.ptr, counts.data(), sd.data(), st.data(), recv.ptr, counts.data(), rd.data(),
+                                   rt.data(), comm);
+  tempi::emulated_fail_nth(tempi::EmulatedFault::Launch, 0);
+  CHECK(failed != MPI_SUCCESS);
+  std::vector<uint8_t> expected = recv.host;
+  REQUIRE(PMPI_Alltoallw(send.host.data(), counts.data(), sd.data(), st.data(), expected.data(), counts.data(),
+                         rd.data(), rt.data(), comm) == MPI_SUCCESS);
+  REQUIRE(MPI_Alltoallw(send.ptr, counts.data(), sd.data(), st.data(), recv.ptr, counts.data(), rd.data(), rt.data(),
+                        comm) == MPI_SUCCESS);
+  // The blocks the failed call did deliver are the same bytes as this call's.
+  CHECK(recv.contents() == expected);
+  MPI_Comm_free(&comm);
+}
+#endif
+
 TEST_CASE("MPI_Neighbor_alltoallw on a graph with repeated edges and self edges", "[zero-copy]") {
   // Rank r sends twice to r+1, once to itself and once to r-1; it receives in the mirror
   // order. The k-th block between two ranks pairs with the k-th.

@@ -454,12 +454,9 @@ __device__ __forceinline__ void pair_object(const PairDev &p, uint32_t i, uint32
         *reinterpret_cast<const T *>(p.from.base + word_offset<W>(p.from, i));
 }
 
-template <int N>
-__global__ void __launch_bounds__(kThreads) fused_pairs(const __grid_constant__ Batch<PairDev, N> b) {
-  int j = 0;
-  while (j + 1 < b.n && blockIdx.x >= b.items[j + 1].first_block) ++j;
-  const PairDev &p = b.items[j];
-  const uint32_t nblocks = (j + 1 < b.n ? b.items[j + 1].first_block : gridDim.x) - p.first_block;
+// This thread block's part of pair p, whose thread blocks end before block `end`.
+__device__ __forceinline__ void pair_part(const PairDev &p, uint32_t end) {
+  const uint32_t nblocks = end - p.first_block;
   const uint32_t i = (blockIdx.x - p.first_block) * blockDim.x + threadIdx.x, step = nblocks * blockDim.x;
   switch (p.word) {
     case 16: return pair_object<16>(p, i, step);
@@ -468,6 +465,13 @@ __global__ void __launch_bounds__(kThreads) fused_pairs(const __grid_constant__ 
     case 2: return pair_object<2>(p, i, step);
     default: return pair_object<1>(p, i, step);
   }
+}
+
+template <int N>
+__global__ void __launch_bounds__(kThreads) fused_pairs(const __grid_constant__ Batch<PairDev, N> b) {
+  int j = 0;
+  while (j + 1 < b.n && blockIdx.x >= b.items[j + 1].first_block) ++j;
+  pair_part(b.items[j], j + 1 < b.n ? b.items[j + 1].first_block : gridDim.x);
 }
 
 // The same moves, their descriptions kept in device memory (prepare_fused_pairs): each thread
@@ -487,15 +491,7 @@ __global__ void __launch_bounds__(kThreads) fused_pairs_at(const PairDev *items,
   for (uint32_t k = threadIdx.x; k < sizeof(PairDev) / 4; k += blockDim.x) dst[k] = src[k];
   const uint32_t end = lo + 1 < n ? items[lo + 1].first_block : gridDim.x;
   __syncthreads();
-  const uint32_t nblocks = end - p.first_block;
-  const uint32_t i = (blockIdx.x - p.first_block) * blockDim.x + threadIdx.x, step = nblocks * blockDim.x;
-  switch (p.word) {
-    case 16: return pair_object<16>(p, i, step);
-    case 8: return pair_object<8>(p, i, step);
-    case 4: return pair_object<4>(p, i, step);
-    case 2: return pair_object<2>(p, i, step);
-    default: return pair_object<1>(p, i, step);
-  }
+  pair_part(p, end);
 }
 
 // Thread blocks for one object of a fused launch: about two words per thread, capped

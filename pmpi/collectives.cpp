@@ -741,6 +741,14 @@ bool needed(const CollectiveOp &op) { return op.send.used() || op.recv.used(); }
 bool any_count(const int *counts, size_t n) {
   return counts && std::any_of(counts, counts + n, [](int c) { return c != 0; });
 }
+// The same for a neighbourhood's counts: a block to or from MPI_PROC_NULL carries nothing
+// (so a non-periodic grid's border ranks may skip the library too).
+bool any_count(const int *counts, const std::vector<int> &peers) {
+  if (!counts) return false;
+  for (size_t i = 0; i < peers.size(); ++i)
+    if (peers[i] != MPI_PROC_NULL && counts[i] != 0) return true;
+  return false;
+}
 
 // The library's part of an exchange collective, `call`, unless the call is blocking and no
 // rank of the communicator gives the library any data (ZeroCopyCall::library_needed).
@@ -1359,7 +1367,7 @@ int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[
   if (!needed(*op))
     return zc.finish(untouched(
         op,
-        library_part(zc, how, any_count(scounts, dests.size()) || any_count(rcounts, sources.size()),
+        library_part(zc, how, any_count(scounts, dests) || any_count(rcounts, sources),
                      [&] { return next(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype); }),
         how));
   if (const int err = load(*op, how)) return err;
@@ -1367,7 +1375,7 @@ int neighbor_alltoallv_as(const char *name, const void *sbuf, const int scounts[
   if (const int err = wire_varying(op->send, scounts, sdispls, stype, *op, op->swire, s)) return err;
   if (const int err = wire_varying(op->recv, rcounts, rdispls, rtype, *op, op->rwire, r)) return err;
   return zc.finish(conclude(op,
-                            library_part(zc, how, any_count(s.counts, dests.size()) || any_count(r.counts, sources.size()),
+                            library_part(zc, how, any_count(s.counts, dests) || any_count(r.counts, sources),
                                          [&] {
                                            return next(op->send.library_buffer(sbuf), s.counts, s.displs, s.type,
                                                        op->recv.library_buffer(rbuf), r.counts, r.displs, r.type);
@@ -1408,7 +1416,7 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
   if (!needed(*op))
     return zc.finish(untouched(
         op,
-        library_part(zc, how, any_count(scounts, dests.size()) || any_count(rcounts, sources.size()),
+        library_part(zc, how, any_count(scounts, dests) || any_count(rcounts, sources),
                      [&] { return next(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes); }),
         how));
   if (const int err = load(*op, how)) return err;
@@ -1421,7 +1429,7 @@ int neighbor_alltoallw(const void *sbuf, const int scounts[], const MPI_Aint sdi
   if (const int err = wire_typed(op->recv, rcounts, rdispls, rtypes, *op, op->rwire, op->rwire.adispls, r, room))
     return err;
   return zc.finish(conclude(op,
-                            library_part(zc, how, any_count(s.counts, dests.size()) || any_count(r.counts, sources.size()),
+                            library_part(zc, how, any_count(s.counts, dests) || any_count(r.counts, sources),
                                          [&] {
                                            return next(op->send.library_buffer(sbuf), s.counts, s.displs, s.types,
                                                        op->recv.library_buffer(rbuf), r.counts, r.displs, r.types);

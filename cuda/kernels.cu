@@ -1,5 +1,7 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -7,6 +9,7 @@
 #include "blocklist_device.cuh"
 #include "check.hpp"
 #include "kernels.hpp"
+#include "resources.hpp"
 
 namespace tempi {
 
@@ -184,12 +187,10 @@ __device__ __forceinline__ void fused_object(const FusedDev &o, uint32_t i, uint
   }
 }
 
-template <bool ToPacked, int N>
-__global__ void __launch_bounds__(kThreads) fused(const __grid_constant__ Batch<FusedDev, N> b) {
-  int j = 0;
-  while (j + 1 < b.n && blockIdx.x >= b.items[j + 1].first_block) ++j;
-  const FusedDev &o = b.items[j];
-  const uint32_t nblocks = (j + 1 < b.n ? b.items[j + 1].first_block : gridDim.x) - o.first_block;
+// This thread block's part of object `o`, whose blocks end before block `end`.
+template <bool ToPacked>
+__device__ __forceinline__ void fused_part(const FusedDev &o, uint32_t end) {
+  const uint32_t nblocks = end - o.first_block;
   const uint32_t i = (blockIdx.x - o.first_block) * blockDim.x + threadIdx.x, step = nblocks * blockDim.x;
   switch (o.word) {
     case 16: return fused_object<16, ToPacked>(o, i, step);
@@ -198,6 +199,41 @@ __global__ void __launch_bounds__(kThreads) fused(const __grid_constant__ Batch<
     case 2: return fused_object<2, ToPacked>(o, i, step);
     default: return fused_object<1, ToPacked>(o, i, step);
   }
+}
+
+template <bool ToPacked, int N>
+__global__ void __launch_bounds__(kThreads) fused(const __grid_constant__ Batch<FusedDev, N> b) {
+  int j = 0;
+  while (j + 1 < b.n && blockIdx.x >= b.items[j + 1].first_block) ++j;
+  fused_part<ToPacked>(b.items[j], j + 1 < b.n ? b.items[j + 1].first_block : gridDim.x);
+}
+
+// The last of `n` descriptions (sorted by first block) whose first block is at or below this
+// thread block, copied into shared memory `out`, where the stores of the move cannot alias it
+// (read from global memory, it would be read again after each); returns where its blocks end.
+template <class Dev>
+__device__ __forceinline__ uint32_t find_own(const Dev *items, int n, Dev &out) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (items[mid].first_block <= blockIdx.x) lo = mid;
+    else hi = mid - 1;
+  }
+  static_assert(sizeof(Dev) % 4 == 0, "copied in 4-byte words");
+  const uint32_t *src = reinterpret_cast<const uint32_t *>(items + lo);
+  uint32_t *dst = reinterpret_cast<uint32_t *>(&out);
+  for (uint32_t k = threadIdx.x; k < sizeof(Dev) / 4; k += blockDim.x) dst[k] = src[k];
+  const uint32_t end = lo + 1 < n ? items[lo + 1].first_block : gridDim.x;
+  __syncthreads();
+  return end;
+}
+
+// The fused launch with its descriptions in device memory (place_table).
+template <bool ToPacked>
+__global__ void __launch_bounds__(kThreads) fused_at(const FusedDev *items, int n) {
+  __shared__ FusedDev o;
+  const uint32_t end = find_own(items, n, o);
+  fused_part<ToPacked>(o, end);
 }
 
 // An open launch (kernels.hpp): the host describes objects one at a time in pinned memory
@@ -479,20 +515,80 @@ __global__ void __launch_bounds__(kThreads) fused_pairs(const __grid_constant__ 
 // the move cannot alias it (read from global memory, it would be read again after each).
 __global__ void __launch_bounds__(kThreads) fused_pairs_at(const PairDev *items, int n) {
   __shared__ PairDev p;
-  int lo = 0, hi = n - 1;  // the last pair whose first block is at or below this one
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (items[mid].first_block <= blockIdx.x) lo = mid;
-    else hi = mid - 1;
-  }
-  static_assert(sizeof(PairDev) % 4 == 0, "copied in 4-byte words");
-  const uint32_t *src = reinterpret_cast<const uint32_t *>(items + lo);
-  uint32_t *dst = reinterpret_cast<uint32_t *>(&p);
-  for (uint32_t k = threadIdx.x; k < sizeof(PairDev) / 4; k += blockDim.x) dst[k] = src[k];
-  const uint32_t end = lo + 1 < n ? items[lo + 1].first_block : gridDim.x;
-  __syncthreads();
+  const uint32_t end = find_own(items, n, p);
   pair_part(p, end);
 }
+
+// Descriptions of fused launches kept in device memory. A launch's parameter is copied at
+// every launch: the 26 objects of a halo exchange (in the 48-object batch, 6 KB) took 13 us
+// to launch on an H100 with two ranks under MPS (2026-11-25, an instrumented tempi_halo),
+// a quarter of the exchange's own time. So a batch of more than kParameterItems goes to the
+// kernel as a pointer to a table. Each thread keeps, for each stream it launches on (TEMPI's
+// own: they live as long as the thread), the last kTablesPerStream tables it placed: a batch
+// that repeats byte for byte (the same exchange again, with the same buffers and staging)
+// launches from its table with no transfer; another is copied into the least recently used
+// table, on that stream, so after every launch that read the table before. The tables are
+// never freed: a few kilobytes of device memory per stream.
+constexpr int kParameterItems = 4;
+constexpr int kTablesPerStream = 8;
+constexpr size_t kTableBytes = std::max(sizeof(FusedDev) * kMaxFusedObjects, sizeof(PairDev) * kMaxFusedPairs);
+
+std::atomic<uint64_t> g_tables_placed{0}, g_tables_reused{0};
+
+struct Table {
+  cudaStream_t stream = nullptr;
+  int device = -1;
+  uint64_t last_use = 0;
+  std::vector<unsigned char> bytes;  // what the device copy holds
+  void *copy = nullptr;              // kTableBytes of device memory
+};
+
+// A device copy of the `bytes` bytes at `host` (at most kTableBytes), in place for work
+// issued on `stream` after this call. Unsupported where no device memory could be had.
+Status place_table(const void *host, size_t bytes, cudaStream_t stream, const void *&out) {
+  thread_local std::vector<Table> tables;
+  thread_local uint64_t clock = 0;
+  const int device = current_device();
+  Table *reuse = nullptr;
+  int on_stream = 0;
+  for (Table &t : tables) {
+    if (t.stream != stream || t.device != device) continue;
+    ++on_stream;
+    if (t.bytes.size() == bytes && std::memcmp(t.bytes.data(), host, bytes) == 0) {
+      t.last_use = ++clock;
+      out = t.copy;
+      g_tables_reused.fetch_add(1, std::memory_order_relaxed);
+      return Status::Ok;
+    }
+    if (!reuse || t.last_use < reuse->last_use) reuse = &t;
+  }
+  if (on_stream < kTablesPerStream) {
+    void *copy = nullptr;
+    if (cudaMalloc(&copy, kTableBytes) != cudaSuccess) {
+      cudaGetLastError();
+      return Status::Unsupported;
+    }
+    tables.push_back(Table{stream, device, 0, {}, copy});
+    reuse = &tables.back();
+  }
+  // From pageable memory the runtime copies the source before it returns (no wait for the
+  // stream): `host` may go at once.
+  TEMPI_CUDA(cudaMemcpyAsync(reuse->copy, host, bytes, cudaMemcpyHostToDevice, stream));
+  const unsigned char *from = static_cast<const unsigned char *>(host);
+  reuse->bytes.assign(from, from + bytes);
+  reuse->last_use = ++clock;
+  out = reuse->copy;
+  g_tables_placed.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok;
+}
+
+}  // namespace
+
+FusedTableCounts fused_table_counts() {
+  return {g_tables_placed.load(std::memory_order_relaxed), g_tables_reused.load(std::memory_order_relaxed)};
+}
+
+namespace {
 
 // Thread blocks for one object of a fused launch: about two words per thread, capped
 // so that one large object does not hold the others back.
@@ -628,11 +724,22 @@ bool fusable(int ndims, int64_t bytes, int word) {
 Status launch_fused(const FusedObject *objects, int n, bool to_packed, cudaStream_t stream) {
   if (n <= 0) return Status::Ok;
   FusedDev d[kMaxFusedObjects];
+  std::memset(static_cast<void *>(d), 0, sizeof d);  // padding too: a table is recognized by its bytes
   uint32_t blocks = 0;
   for (int k = 0; k < n; ++k) {
     describe(objects[k], to_packed, d[k]);
     d[k].first_block = blocks;
     blocks += fused_blocks(d[k].nwords);
+  }
+  const void *table = nullptr;
+  if (n > kParameterItems && place_table(d, sizeof(FusedDev) * size_t(n), stream, table) == Status::Ok) {
+    const FusedDev *items = static_cast<const FusedDev *>(table);
+    if (to_packed)
+      fused_at<true><<<blocks, kThreads, 0, stream>>>(items, n);
+    else
+      fused_at<false><<<blocks, kThreads, 0, stream>>>(items, n);
+    TEMPI_CUDA(cudaGetLastError());
+    return Status::Ok;
   }
   launch_smallest<4, 16, kMaxFusedObjects>(d, n, [&](const auto &b) {
     constexpr int N = std::decay_t<decltype(b)>::capacity;
@@ -723,7 +830,14 @@ Status launch_prepared_pairs(const void *device_items, int n, uint32_t blocks, c
 Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream) {
   if (n <= 0) return Status::Ok;
   PairDev d[kMaxFusedPairs];
+  std::memset(static_cast<void *>(d), 0, sizeof d);  // padding too: a table is recognized by its bytes
   const uint32_t blocks = describe_pairs(pairs, n, d);
+  const void *table = nullptr;
+  if (n > kParameterItems && place_table(d, sizeof(PairDev) * size_t(n), stream, table) == Status::Ok) {
+    fused_pairs_at<<<blocks, kThreads, 0, stream>>>(static_cast<const PairDev *>(table), n);
+    TEMPI_CUDA(cudaGetLastError());
+    return Status::Ok;
+  }
   launch_smallest<2, 8, kMaxFusedPairs>(d, n, [&](const auto &b) {
     fused_pairs<std::decay_t<decltype(b)>::capacity><<<blocks, kThreads, 0, stream>>>(b);
   });

@@ -42,6 +42,13 @@ bool fusable(int ndims, int64_t bytes, int word);
 // Moves every object (at most kMaxFusedObjects) with one kernel launch: thread blocks
 // are dealt to the objects by size, each object with its own access width.
 Status launch_fused(const FusedObject *objects, int n, bool to_packed, cudaStream_t stream);
+// A fused launch of more than a few objects or pairs finds their descriptions in device
+// memory (kernels.cu, place_table): how many tables this process copied there, and how many
+// launches found theirs there already (a batch repeated byte for byte) (tests).
+struct FusedTableCounts {
+  uint64_t placed = 0, reused = 0;
+};
+FusedTableCounts fused_table_counts();
 
 // An open launch (docs/design.md, "Open launches"): one kernel, launched once, that moves
 // the objects the host describes to it while it runs, so that a run of MPI_Pack or

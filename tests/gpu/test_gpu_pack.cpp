@@ -14,6 +14,7 @@
 
 #include "backend.hpp"
 #include "host_packer.hpp"
+#include "kernels.hpp"
 #include "plan_check.hpp"
 #include "random_type.hpp"
 #include "type_plan.hpp"
@@ -180,6 +181,107 @@ TEST_CASE("batches of asynchronous moves: fused launches, every method, one wait
       REQUIRE(back == o.image);
     }
   }
+}
+
+// A fused launch of more than a few objects finds their descriptions in device memory, and a
+// batch repeated byte for byte reuses the copy there (cuda/kernels.cu, place_table): the data
+// moved must be the current data, whatever batch ran before and whichever tables were evicted.
+TEST_CASE("repeated batches launch from descriptions kept on the device", "[gpu][async]") {
+  const uint64_t seed = test::seed_from(0, nullptr, 20261125);
+  std::mt19937_64 rng(seed);
+  Backend &b = gpu_backend();
+  // Strided shapes: every object joins the fused launch.
+  const std::vector<TypeDesc> kinds = {
+      desc::vector(9, 3, 5, B4), desc::vector(9, 3, 7, B1), desc::vector(9, 3, 5, B8),
+      desc::subarray({6, 7, 40}, {3, 4, 12}, {1, 2, 3}, ArrayOrder::C, B4),
+      desc::subarray({3, 4, 5, 16}, {2, 3, 2, 8}, {1, 0, 2, 4}, ArrayOrder::C, B8)};
+  constexpr int kObjects = 60;  // two launches: 48 objects and 12
+  struct Obj {
+    Plan plan;
+    int64_t lo = 0, span = 0, bytes = 0;
+    std::unique_ptr<PaddedDeviceBuf> typed;
+    Scratch packed;  // room for two placements of the packed bytes
+    std::vector<unsigned char> image;
+  };
+  std::vector<Obj> objs(kObjects);
+  for (int i = 0; i < kObjects; ++i) {
+    Obj &o = objs[size_t(i)];
+    o.plan = planned(kinds[size_t(i) % kinds.size()], 1 + i % 3);
+    const Span sp(o.plan);
+    o.lo = sp.lo;
+    o.span = sp.bytes();
+    o.bytes = o.plan.packed_size();
+    o.typed = std::make_unique<PaddedDeviceBuf>(o.span);
+    REQUIRE(b.acquire(i % 2 ? ScratchKind::Device : ScratchKind::Pinned, size_t(2 * o.bytes + 64), o.packed) ==
+            Status::Ok);
+  }
+  // The jobs of the first `n` objects; `shifted` objects write their packed bytes elsewhere
+  // (another description).
+  auto jobs_of = [&](int n, int shifted) {
+    std::vector<MoveJob> jobs;
+    for (int i = 0; i < n; ++i) {
+      Obj &o = objs[size_t(i)];
+      char *packed = static_cast<char *>(o.packed.ptr) + (i < shifted ? o.bytes + 16 : 0);
+      jobs.push_back({&o.plan, o.typed->at(0) - o.lo, packed, o.bytes, Transfer{Method::OneShot, o.bytes}});
+    }
+    return jobs;
+  };
+  // Packs with fresh typed data, then unpacks fresh packed data; both against the host packer.
+  auto check_round = [&](const std::vector<MoveJob> &jobs, const char *what) {
+    INFO("seed " << seed << ": " << what);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      Obj &o = objs[i];
+      o.image = random_bytes(o.span, rng());
+      CUDA_OK(cudaMemcpy(o.typed->at(0), o.image.data(), size_t(o.span), cudaMemcpyHostToDevice));
+    }
+    Fence done;
+    REQUIRE(b.pack_async(jobs, done) == Status::Ok);
+    REQUIRE(b.wait(done) == Status::Ok);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      Obj &o = objs[i];
+      std::vector<unsigned char> expect(size_t(o.bytes)), got(size_t(o.bytes));
+      host_pack(o.plan, o.image.data() - o.lo, expect.data(), 0, o.bytes);
+      CUDA_OK(cudaMemcpy(got.data(), jobs[i].packed, got.size(), cudaMemcpyDefault));
+      REQUIRE(got == expect);
+      const std::vector<unsigned char> incoming = random_bytes(o.bytes, rng());
+      CUDA_OK(cudaMemcpy(jobs[i].packed, incoming.data(), incoming.size(), cudaMemcpyDefault));
+      host_unpack(o.plan, incoming.data(), o.image.data() - o.lo, 0, o.bytes);
+    }
+    REQUIRE(b.unpack_async(jobs, done) == Status::Ok);
+    REQUIRE(b.wait(done) == Status::Ok);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      Obj &o = objs[i];
+      std::vector<unsigned char> back(size_t(o.span));
+      CUDA_OK(cudaMemcpy(back.data(), o.typed->at(0), back.size(), cudaMemcpyDeviceToHost));
+      REQUIRE(back == o.image);
+    }
+  };
+  const FusedTableCounts start = fused_table_counts();
+  auto placed = [&] { return fused_table_counts().placed - start.placed; };
+  auto reused = [&] { return fused_table_counts().reused - start.reused; };
+
+  const std::vector<MoveJob> halo = jobs_of(26, 0);
+  check_round(halo, "first batch of 26");
+  CHECK(placed() == 2);  // its pack and its unpack
+  CHECK(reused() == 0);
+  check_round(halo, "the same batch again, new data");
+  CHECK(placed() == 2);
+  CHECK(reused() == 2);
+  check_round(jobs_of(26, 1), "one object's packed bytes elsewhere");
+  CHECK(placed() == 4);
+  check_round(halo, "the first batch once more");
+  CHECK(reused() == 4);
+  check_round(jobs_of(kObjects, 0), "60 objects: two launches");
+  CHECK(placed() == 8);
+  check_round(jobs_of(4, 0), "four objects: in the launch's parameter");
+  CHECK(placed() == 8);
+  CHECK(reused() == 4);
+  // Eight other batches (16 tables: pack and unpack) evict the first one's.
+  for (int k = 2; k < 10; ++k) check_round(jobs_of(26, k), "evicting");
+  CHECK(placed() == 24);
+  check_round(halo, "the first batch after its tables were evicted");
+  CHECK(placed() == 26);
+  CHECK(reused() == 4);
 }
 
 TEST_CASE("MPI_Pack and MPI_Unpack on every memory kind", "[gpu][mpi]") {

@@ -1,6 +1,7 @@
 #include "messages.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 #include <cstdlib>
@@ -92,6 +93,109 @@ struct Decision {
   Transfer transfer{Method::Staged, 0};
 };
 
+// Repeated calls (a halo exchange posts the same 52 calls at every step). A decision to pack
+// depends on the call's arguments other than the buffer, on the datatype's plan, on the
+// communicator's size and the peer's class, on the method requested and the profile, and on
+// whether zero-copy point-to-point is on there. Each thread keeps its last decisions by those:
+// a call that repeats one pays its pointer query and a lookup instead of the type cache, the
+// checks, the model and a plan built again. An entry holds while the generations it was made
+// in hold: the type cache's (a type freed or committed: a handle may come back with another
+// layout), the communicators' (one freed: its handle may come back with another group) and
+// zero-copy point-to-point's (switched on or off anywhere; a decision is only kept where it
+// is off, since a receive there depends on what arrived last). Errors are never kept.
+struct DecisionKey {
+  int count = 0, peer = 0;
+  uint64_t type = 0, comm = 0;
+  const char *call = nullptr;  // a literal per call site (MPI_Mrecv and persistent receives differ)
+  bool receive = false, batched = false, may_zero_copy = false, cuda_aware = false;
+  Method requested = Method::Auto;
+  PeerClass peer_class = PeerClass::Unknown;
+  const Profile *profile = nullptr;
+  uint64_t types = 0, comms = 0, p2p = 0;  // the generations
+
+  bool operator==(const DecisionKey &o) const {
+    return count == o.count && peer == o.peer && type == o.type && comm == o.comm && call == o.call &&
+           receive == o.receive && batched == o.batched && may_zero_copy == o.may_zero_copy &&
+           cuda_aware == o.cuda_aware && requested == o.requested && peer_class == o.peer_class &&
+           profile == o.profile && types == o.types && comms == o.comms && p2p == o.p2p;
+  }
+};
+
+template <class Handle>
+uint64_t bits_of(Handle h) {
+  static_assert(sizeof(Handle) <= sizeof(uint64_t), "an MPI handle fits in 64 bits");
+  uint64_t v = 0;
+  std::memcpy(&v, &h, sizeof h);
+  return v;
+}
+
+// The datatype's information is held weakly: the type cache holds it while the generation
+// does, and a thread's entries must not keep plans' device data past MPI_Finalize.
+struct KeptDecision {
+  DecisionKey key;
+  bool used = false;
+  std::weak_ptr<const TypeInfo> info;
+  Plan plan;
+  Transfer transfer{Method::Staged, 0};
+};
+constexpr size_t kKeptDecisions = 64;  // per thread, direct-mapped
+
+std::atomic<uint64_t> g_decisions_made{0}, g_decisions_recalled{0};
+
+KeptDecision &kept_slot(const DecisionKey &k) {
+  thread_local std::array<KeptDecision, kKeptDecisions> kept;
+  uint64_t h = k.type * 0x9E3779B97F4A7C15ull ^ k.comm * 0xC2B2AE3D27D4EB4Full ^ uint64_t(uint32_t(k.peer)) << 7 ^
+               uint64_t(uint32_t(k.count)) << 23 ^ uint64_t(k.receive) << 1 ^ reinterpret_cast<uintptr_t>(k.call);
+  h ^= h >> 29;
+  return kept[size_t(h % kKeptDecisions)];
+}
+
+DecisionKey key_of(int count, MPI_Datatype type, int peer, bool receive, bool batched, bool may_zero_copy,
+                   MPI_Comm comm, const char *call) {
+  DecisionKey k;
+  k.count = count;
+  k.peer = peer;
+  k.type = bits_of(type);
+  k.comm = bits_of(comm);
+  k.call = call;
+  k.receive = receive;
+  k.batched = batched;
+  k.may_zero_copy = may_zero_copy;
+  k.cuda_aware = mpi_is_cuda_aware();
+  k.requested = requested_method();
+  k.profile = active_profile();
+  k.types = type_cache().generation();
+  k.comms = peers_generation();
+  k.p2p = p2p_generation();
+  return k;
+}
+
+// `k` as key_of made it, without the peer's class: asked only of a communicator an entry was
+// made on (its generation held), since a first question maps its group, and the handle may
+// not be a communicator at all (checked later, on the full path).
+bool recall(DecisionKey &k, MPI_Comm comm, Decision &d) {
+  KeptDecision &e = kept_slot(k);
+  if (!e.used) return false;
+  k.peer_class = e.key.peer_class;
+  if (!(e.key == k) || peer_class(comm, k.peer) != k.peer_class) return false;  // placement learned since
+  d.info = e.info.lock();
+  if (!d.info) return false;
+  d.plannable = true;
+  d.plan = e.plan;
+  d.transfer = e.transfer;
+  g_decisions_recalled.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void keep(const DecisionKey &k, const Decision &d) {
+  KeptDecision &e = kept_slot(k);
+  e.key = k;
+  e.used = true;
+  e.info = d.info;
+  e.plan = d.plan;
+  e.transfer = d.transfer;
+}
+
 // Whether TEMPI moves this buffer, and how (d.info null: pass the user's arguments
 // through). Returns an MPI error code: the arguments of GPU data are checked here,
 // before any GPU work (validate.hpp). Empty messages and MPI_PROC_NULL go to the MPI
@@ -99,12 +203,20 @@ struct Decision {
 int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive, bool batched, bool may_zero_copy,
            MPI_Comm comm, const char *call, Decision &d) {
   if (!active() || count == 0 || peer == MPI_PROC_NULL || !is_gpu_data(buf)) return MPI_SUCCESS;
+  // Generations are read before anything they guard (a type freed meanwhile makes a key no
+  // entry matches later).
+  DecisionKey key = key_of(count, type, peer, receive, batched, may_zero_copy, comm, call);
+  if (recall(key, comm, d)) {
+    settle_other_threads();
+    return MPI_SUCCESS;
+  }
   std::shared_ptr<const TypeInfo> info;
   if (const int err = check_comm(comm, call)) return err;
   if (const int err = check_count(comm, call, count)) return err;
   if (const int err = check_datatype(comm, call, type, info)) return err;
   if (const int err = check_rank(comm, call, peer, receive)) return err;
   settle_other_threads();
+  g_decisions_made.fetch_add(1, std::memory_order_relaxed);
   if (info->size == 0) return MPI_SUCCESS;
   const bool aware = mpi_is_cuda_aware();
   // A receive that a zero-copy control message may reach goes through TEMPI's staging.
@@ -122,7 +234,8 @@ int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive
   d.plan = info->plan->for_count(count);
   const Method requested = requested_method();
   log_downgrade_once(requested);
-  const TransferQuery message = describe_message(d.plan, batched, peer_class(comm, peer));
+  key.peer_class = peer_class(comm, peer);
+  const TransferQuery message = describe_message(d.plan, batched, key.peer_class);
   d.transfer = choose_transfer(requested, aware, message, config());
   // A CUDA-aware library writes a control message into device staging with a copy, which
   // TEMPI then copies back to read: about 15 us a message more than in host memory (bench_large,
@@ -145,6 +258,7 @@ int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive
   }
   d.info = std::move(info);
   d.plannable = true;
+  if (!control_may_arrive && !zero_copy_send && !p2p_share(comm)) keep(key, d);
   return MPI_SUCCESS;
 }
 
@@ -159,6 +273,10 @@ Status acquire_pageable(size_t bytes, Scratch &out) {
 }
 
 }  // namespace
+
+DecisionCounts decision_counts() {
+  return {g_decisions_made.load(std::memory_order_relaxed), g_decisions_recalled.load(std::memory_order_relaxed)};
+}
 
 int acquire_host_staging(int64_t bytes, MPI_Comm comm, const char *call, Scratch &out, bool &pageable) {
   pageable = false;

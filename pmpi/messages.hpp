@@ -135,6 +135,13 @@ void span_of(int count, MPI_Datatype type, int64_t &lo, int64_t &bytes);
 // on `comm`) when neither can be had.
 int acquire_host_staging(int64_t bytes, MPI_Comm comm, const char *call, Scratch &out, bool &pageable);
 
+// Decisions on GPU buffers made in full, and those a repeated call took from its thread's
+// kept decisions (messages.cpp, "Repeated calls") (tests).
+struct DecisionCounts {
+  uint64_t made = 0, recalled = 0;
+};
+DecisionCounts decision_counts();
+
 // The method that TEMPI_METHOD requested, or what TEMPIX_Set_method set since.
 Method requested_method();
 void set_requested_method(Method m);

@@ -48,6 +48,9 @@ std::shared_ptr<NodeShare> node_share(MPI_Comm comm);
 // (never collective).
 std::shared_ptr<NodeShare> p2p_share(MPI_Comm comm);
 void set_p2p(NodeShare &s, bool on);
+// Moves on whenever zero-copy point-to-point is switched on or off on any communicator, or a
+// communicator where it was on is freed.
+uint64_t p2p_generation();
 
 int my_node_rank(const NodeShare &s);
 int node_rank_of(const NodeShare &s, int comm_rank);  // -1: on another node

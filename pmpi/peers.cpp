@@ -210,6 +210,8 @@ void learn_peers_at_collective(MPI_Comm comm) {
   });
 }
 
+uint64_t peers_generation() { return g_generation.load(std::memory_order_acquire); }
+
 PeerClass peer_class(MPI_Comm comm, int peer) {
   if (peer < 0 || peer == MPI_ANY_SOURCE || peer == MPI_PROC_NULL) return PeerClass::Unknown;
   const uint64_t key = key_of(comm);

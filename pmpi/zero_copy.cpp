@@ -251,6 +251,7 @@ void forget_all_blobs() {
 // Communicators on which zero-copy point-to-point is on: while there are none (most programs),
 // the receives and probes that ask p2p_share skip the attribute lookup.
 std::atomic<int> g_p2p_comms{0};
+std::atomic<uint64_t> g_p2p_generation{0};
 
 // The identity (PCI bus id) of GPU `device`, asked once.
 std::string identity_of(int device) {
@@ -404,7 +405,10 @@ struct NodeShare {
   }
 
   ~NodeShare() {
-    if (p2p) --g_p2p_comms;
+    if (p2p) {
+      --g_p2p_comms;
+      g_p2p_generation.fetch_add(1, std::memory_order_acq_rel);
+    }
     for (const std::string &name : blobs) forget_blob(name);
     for (auto &p : peer_plans) gpu_backend().release_plan(p.second.id);
     // After MPI_Finalize began the library frees its own objects; before, freeing is
@@ -1562,8 +1566,13 @@ std::shared_ptr<NodeShare> p2p_share(MPI_Comm comm) {
   return s && s->p2p ? s : nullptr;
 }
 
+uint64_t p2p_generation() { return g_p2p_generation.load(std::memory_order_acquire); }
+
 void set_p2p(NodeShare &s, bool on) {
-  if (on != s.p2p) g_p2p_comms += on ? 1 : -1;
+  if (on != s.p2p) {
+    g_p2p_comms += on ? 1 : -1;
+    g_p2p_generation.fetch_add(1, std::memory_order_acq_rel);
+  }
   s.p2p = on;
   // A zero-copy send or receive keeps the share past MPI_Comm_free (MPI lets it complete), and
   // the last one may drop it on one rank alone: the window cannot be freed collectively then,

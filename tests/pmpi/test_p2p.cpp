@@ -20,6 +20,7 @@
 #include "p2p_main.hpp"
 #include "p2p_support.hpp"
 #if !defined(P2P_HOST_BUFFERS)
+#include "messages.hpp"
 #include "tempi.h"
 #endif
 
@@ -864,6 +865,56 @@ TEST_CASE("each method, chosen at run time, gives the same bytes", "[p2p][method
   const char *env = std::getenv("TEMPI_METHOD");
   REQUIRE(TEMPIX_Set_method(env ? env : "auto") == MPI_SUCCESS);
   release(l);
+}
+
+// A repeated call takes its decision from its thread's kept ones (pmpi/messages.cpp, "Repeated
+// calls") until something the decision rests on changes: the type (freed, and made again with
+// another layout, often under the same handle), the method, the communicator. Every message is
+// checked byte for byte; each rank counts its own decisions (one per exchange: rank 0 sends,
+// rank 1 receives).
+TEST_CASE("repeated calls recall their decision until what it rests on changes", "[p2p][memo]") {
+  if (rank() > 1) return;
+  auto vector_of = [](int stride) {
+    MPI_Datatype t;
+    MPI_Type_vector(7, 3, stride, MPI_FLOAT, &t);
+    return committed(t);
+  };
+  tempi::DecisionCounts before = tempi::decision_counts();
+  // `made` new decisions and `recalled` kept ones since the last look.
+  auto expect = [&](uint64_t made, uint64_t recalled, int step) {
+    INFO("step " << step);
+    const tempi::DecisionCounts now = tempi::decision_counts();
+    CHECK(now.made - before.made == made);
+    CHECK(now.recalled - before.recalled == recalled);
+    before = now;
+  };
+  Layout a{vector_of(5), 3};
+  exchange(a, Where::Gpu, a, Where::Gpu, Mode::Nonblocking, 500);
+  expect(1, 0, 1);
+  for (unsigned k = 0; k < 3; ++k) exchange(a, Where::Gpu, a, Where::Gpu, Mode::Nonblocking, 501 + k);
+  expect(0, 3, 2);
+  exchange(a, Where::Gpu, a, Where::Gpu, Mode::Blocking, 504);  // another call: its own decision
+  expect(1, 0, 3);
+  release(a);
+  Layout b{vector_of(9), 3};  // the handle may be a's: the type cache's generation moved on
+  exchange(b, Where::Gpu, b, Where::Gpu, Mode::Nonblocking, 505);
+  expect(1, 0, 4);
+  exchange(b, Where::Gpu, b, Where::Gpu, Mode::Nonblocking, 506);
+  expect(0, 1, 5);
+  const char *env = std::getenv("TEMPI_METHOD");
+  REQUIRE(TEMPIX_Set_method(env && !std::strcmp(env, "staged") ? "oneshot" : "staged") == MPI_SUCCESS);
+  exchange(b, Where::Gpu, b, Where::Gpu, Mode::Nonblocking, 507);
+  expect(1, 0, 6);
+  REQUIRE(TEMPIX_Set_method(env ? env : "auto") == MPI_SUCCESS);
+  exchange(b, Where::Gpu, b, Where::Gpu, Mode::Nonblocking, 508);  // the method's decision took its place
+  expect(1, 0, 7);
+  exchange(b, Where::Gpu, b, Where::Gpu, Mode::Nonblocking, 510);
+  expect(0, 1, 8);
+  // Another count is another decision.
+  Layout b2{b.type, 2};
+  exchange(b2, Where::Gpu, b2, Where::Gpu, Mode::Nonblocking, 509);
+  expect(1, 0, 9);
+  release(b);
 }
 #endif
 

@@ -101,8 +101,8 @@ struct Decision {
 // checks, the model and a plan built again. An entry holds while the generations it was made
 // in hold: the type cache's (a type freed or committed: a handle may come back with another
 // layout), the communicators' (one freed: its handle may come back with another group) and
-// zero-copy point-to-point's (switched on or off anywhere; a decision is only kept where it
-// is off, since a receive there depends on what arrived last). Errors are never kept.
+// zero-copy point-to-point's (switched on or off anywhere). A receive's guess of a control
+// message (below) is never kept, nor is an error.
 struct DecisionKey {
   int count = 0, peer = 0;
   uint64_t type = 0, comm = 0;
@@ -242,8 +242,9 @@ int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive
   // H100, 2026-11-24). So a receive that expects one stages as for a library that is not
   // CUDA-aware; data that arrives instead is moved from there. Persistent receives keep the
   // library's choice: their staging outlives any guess.
-  if (control_may_arrive && requested == Method::Auto && d.transfer.method == Method::Device &&
-      d.plan.packed_size() >= config().p2p_zero_copy_min && std::strcmp(call, "MPI_Recv_init") != 0) {
+  const bool guessed = control_may_arrive && requested == Method::Auto && d.transfer.method == Method::Device &&
+                       d.plan.packed_size() >= config().p2p_zero_copy_min && std::strcmp(call, "MPI_Recv_init") != 0;
+  if (guessed) {
     if (const std::shared_ptr<NodeShare> share = p2p_share(comm); share && p2p_stage_for_control(*share, peer))
       d.transfer = choose_transfer(requested, false, message, config());
   }
@@ -258,7 +259,7 @@ int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive
   }
   d.info = std::move(info);
   d.plannable = true;
-  if (!control_may_arrive && !zero_copy_send && !p2p_share(comm)) keep(key, d);
+  if (!guessed) keep(key, d);  // a guess rests on what arrived last: made again at every call
   return MPI_SUCCESS;
 }
 

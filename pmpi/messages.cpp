@@ -100,7 +100,7 @@ struct Decision {
 // a call that repeats one pays its pointer query and a lookup instead of the type cache, the
 // checks, the model and a plan built again. An entry holds while the generations it was made
 // in hold: the type cache's (a type freed or committed: a handle may come back with another
-// layout), the communicators' (one freed: its handle may come back with another group) and
+// layout), the communicators' (any one freed: its handle may come back with another group) and
 // zero-copy point-to-point's (switched on or off anywhere). A receive's guess of a control
 // message (below) is never kept, nor is an error.
 struct DecisionKey {

@@ -211,6 +211,7 @@ void learn_peers_at_collective(MPI_Comm comm) {
 }
 
 uint64_t peers_generation() { return g_generation.load(std::memory_order_acquire); }
+void comm_freed() { g_generation.fetch_add(1, std::memory_order_acq_rel); }
 
 PeerClass peer_class(MPI_Comm comm, int peer) {
   if (peer < 0 || peer == MPI_ANY_SOURCE || peer == MPI_PROC_NULL) return PeerClass::Unknown;

@@ -39,8 +39,10 @@ void learn_peers_at_collective(MPI_Comm comm);
 // maps its ranks to MPI_COMM_WORLD's (group calls, which are local) and keeps the map
 // until the communicator is freed; after that a call costs a few loads, no lock.
 PeerClass peer_class(MPI_Comm comm, int peer);
-// Moves on whenever a communicator that peer_class was asked about is freed (its handle
-// may then come back with another group).
+// Moves on whenever a communicator is freed through MPI_Comm_free or MPI_Comm_disconnect
+// (comm_freed), or the library drops one that peer_class was asked about: its handle may
+// come back with another group.
 uint64_t peers_generation();
+void comm_freed();
 
 }  // namespace tempi

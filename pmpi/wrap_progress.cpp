@@ -6,6 +6,7 @@
 // wrap_coll.cpp's.)
 #include "engine.hpp"
 #include "forward.hpp"
+#include "peers.hpp"
 #include "zero_copy_p2p.hpp"
 
 using namespace tempi;
@@ -76,10 +77,13 @@ int TEMPI_WRAPPER(MPI_Comm_create)(MPI_Comm comm, MPI_Group group, MPI_Comm *new
   return TEMPI_NEXT(MPI_Comm_create)(comm, group, newcomm);
 }
 
-// A send posted later must not name a freed communicator.
+// A send posted later must not name a freed communicator, and what was kept about its
+// handle is forgotten (the library may give it to the next communicator it makes).
 int TEMPI_WRAPPER(MPI_Comm_free)(MPI_Comm *comm) {
   flush_sends();
-  return TEMPI_NEXT(MPI_Comm_free)(comm);
+  const int err = TEMPI_NEXT(MPI_Comm_free)(comm);
+  comm_freed();
+  return err;
 }
 
 // Detaching waits for buffered sends, which must be posted first.

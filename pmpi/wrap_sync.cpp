@@ -7,6 +7,7 @@
 #include "engine.hpp"
 #include "forward.hpp"
 #include "log.hpp"
+#include "peers.hpp"
 
 using namespace tempi;
 
@@ -24,7 +25,9 @@ int TEMPI_WRAPPER(MPI_Comm_create_group)(MPI_Comm comm, MPI_Group group, int tag
 
 int TEMPI_WRAPPER(MPI_Comm_disconnect)(MPI_Comm *comm) {
   flush_sends();
-  return TEMPI_NEXT(MPI_Comm_disconnect)(comm);
+  const int err = TEMPI_NEXT(MPI_Comm_disconnect)(comm);
+  comm_freed();  // as MPI_Comm_free (wrap_progress.cpp)
+  return err;
 }
 
 int TEMPI_WRAPPER(MPI_Intercomm_create)(MPI_Comm local, int local_leader, MPI_Comm peer, int remote_leader, int tag,

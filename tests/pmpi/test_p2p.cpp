@@ -914,6 +914,31 @@ TEST_CASE("repeated calls recall their decision until what it rests on changes",
   Layout b2{b.type, 2};
   exchange(b2, Where::Gpu, b2, Where::Gpu, Mode::Nonblocking, 509);
   expect(1, 0, 9);
+  // A communicator freed: the next one may have its handle (MPICH gives it again), and its
+  // first message is decided again.
+  auto on_dup = [&](unsigned seed) {
+    MPI_Comm dup;
+    REQUIRE(MPI_Comm_dup(MPI_COMM_WORLD, &dup) == MPI_SUCCESS);
+    for (int k = 0; k < 2; ++k) {
+      Buf buf(Where::Gpu, b.span());
+      MPI_Request req;
+      if (rank() == 0) {
+        buf.upload(pattern(b.span(), seed + unsigned(k)));
+        REQUIRE(MPI_Isend(buf.get(), b.count, b.type, 1, 7, dup, &req) == MPI_SUCCESS);
+        REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+      } else {
+        buf.upload(std::vector<char>(b.span(), kPoison));
+        REQUIRE(MPI_Irecv(buf.get(), b.count, b.type, 0, 7, dup, &req) == MPI_SUCCESS);
+        REQUIRE(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        CHECK(first_difference(buf.download(), expected(b, b, seed + unsigned(k))) == "");
+      }
+    }
+    REQUIRE(MPI_Comm_free(&dup) == MPI_SUCCESS);
+  };
+  on_dup(511);
+  expect(1, 1, 10);
+  on_dup(513);
+  expect(1, 1, 11);
   release(b);
 }
 #endif

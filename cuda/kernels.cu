@@ -527,8 +527,9 @@ __global__ void __launch_bounds__(kThreads) fused_pairs_at(const PairDev *items,
 // own: they live as long as the thread), the last kTablesPerStream tables it placed: a batch
 // that repeats byte for byte (the same exchange again, with the same buffers and staging)
 // launches from its table with no transfer; another is copied into the least recently used
-// table, on that stream, so after every launch that read the table before. The tables are
-// never freed: a few kilobytes of device memory per stream.
+// table, on that stream, so after every launch that read the table before. The copy goes from
+// a pinned shadow of the table: from pageable memory the runtime may wait for the stream
+// first. The tables go with their thread.
 constexpr int kParameterItems = 4;
 constexpr int kTablesPerStream = 8;
 constexpr size_t kTableBytes = std::max(sizeof(FusedDev) * kMaxFusedObjects, sizeof(PairDev) * kMaxFusedPairs);
@@ -541,13 +542,50 @@ struct Table {
   uint64_t last_use = 0;
   std::vector<unsigned char> bytes;  // what the device copy holds
   void *copy = nullptr;              // kTableBytes of device memory
+  void *shadow = nullptr;            // kTableBytes of pinned host memory, the copy's source
+  cudaEvent_t copied = nullptr;      // after the last copy from the shadow
 };
 
+// A thread's tables, freed when it ends (cudaFree waits for the launches that read them).
+struct Tables {
+  std::vector<Table> all;
+  uint64_t clock = 0;
+  Tables() = default;
+  Tables(const Tables &) = delete;
+  Tables &operator=(const Tables &) = delete;
+  ~Tables() {
+    for (Table &t : all) {
+      const int previous = current_device();
+      if (t.device != previous) cudaSetDevice(t.device);
+      cudaFree(t.copy);
+      cudaFreeHost(t.shadow);
+      cudaEventDestroy(t.copied);
+      if (t.device != previous) cudaSetDevice(previous);
+    }
+    cudaGetLastError();  // at process exit the runtime may be gone: nothing to report
+  }
+};
+
+// A new table for `stream` on `device` (the current one), or Unsupported.
+Status add_table(Tables &t, cudaStream_t stream, int device) {
+  Table n{stream, device, 0, {}, nullptr, nullptr, nullptr};
+  if (cudaMalloc(&n.copy, kTableBytes) == cudaSuccess && cudaMallocHost(&n.shadow, kTableBytes) == cudaSuccess &&
+      cudaEventCreateWithFlags(&n.copied, cudaEventDisableTiming) == cudaSuccess) {
+    t.all.push_back(std::move(n));
+    return Status::Ok;
+  }
+  cudaGetLastError();
+  if (n.copy) cudaFree(n.copy);
+  if (n.shadow) cudaFreeHost(n.shadow);
+  return Status::Unsupported;
+}
+
 // A device copy of the `bytes` bytes at `host` (at most kTableBytes), in place for work
-// issued on `stream` after this call. Unsupported where no device memory could be had.
+// issued on `stream` after this call. Unsupported where no memory could be had.
 Status place_table(const void *host, size_t bytes, cudaStream_t stream, const void *&out) {
-  thread_local std::vector<Table> tables;
-  thread_local uint64_t clock = 0;
+  thread_local Tables t;
+  std::vector<Table> &tables = t.all;
+  uint64_t &clock = t.clock;
   const int device = current_device();
   Table *reuse = nullptr;
   int on_stream = 0;
@@ -563,17 +601,15 @@ Status place_table(const void *host, size_t bytes, cudaStream_t stream, const vo
     if (!reuse || t.last_use < reuse->last_use) reuse = &t;
   }
   if (on_stream < kTablesPerStream) {
-    void *copy = nullptr;
-    if (cudaMalloc(&copy, kTableBytes) != cudaSuccess) {
-      cudaGetLastError();
-      return Status::Unsupported;
-    }
-    tables.push_back(Table{stream, device, 0, {}, copy});
-    reuse = &tables.back();
+    if (add_table(t, stream, device) == Status::Ok) reuse = &tables.back();
+    else if (!reuse) return Status::Unsupported;
   }
-  // From pageable memory the runtime copies the source before it returns (no wait for the
-  // stream): `host` may go at once.
-  TEMPI_CUDA(cudaMemcpyAsync(reuse->copy, host, bytes, cudaMemcpyHostToDevice, stream));
+  // The shadow is rewritten once its last copy is done: kTablesPerStream placements ago, so
+  // almost always at once.
+  TEMPI_CUDA(cudaEventSynchronize(reuse->copied));
+  std::memcpy(reuse->shadow, host, bytes);
+  TEMPI_CUDA(cudaMemcpyAsync(reuse->copy, reuse->shadow, bytes, cudaMemcpyHostToDevice, stream));
+  TEMPI_CUDA(cudaEventRecord(reuse->copied, stream));
   const unsigned char *from = static_cast<const unsigned char *>(host);
   reuse->bytes.assign(from, from + bytes);
   reuse->last_use = ++clock;

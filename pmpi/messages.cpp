@@ -133,22 +133,58 @@ uint64_t bits_of(Handle h) {
 // does, and a thread's entries must not keep plans' device data past MPI_Finalize.
 struct KeptDecision {
   DecisionKey key;
-  bool used = false;
+  uint64_t hash = 0;
+  uint64_t last_use = 0;  // 0: empty
   std::weak_ptr<const TypeInfo> info;
   Plan plan;
   Transfer transfer{Method::Staged, 0};
 };
-constexpr size_t kKeptDecisions = 64;  // per thread, direct-mapped
+
+// Per thread, kWays-way set-associative: a halo exchange's 52 calls, or a few phases of
+// them, fit without evicting one another (a direct-mapped table of 64 lost about half of
+// them to collisions; a set that more calls of one phase share than it has ways loses them
+// all, least recently used first), and a lookup compares at most kWays hashes.
+constexpr size_t kSets = 64, kWays = 8;
+
+struct KeptDecisions {
+  std::array<KeptDecision, kSets * kWays> entries;
+  std::vector<uint16_t> used;  // the entries filled since they were last dropped
+  uint64_t clock = 0;
+  // The generations the entries were made in: when one moves on, every entry is stale, and
+  // those filled are dropped at once (their plans may be large).
+  uint64_t types = 0, comms = 0, p2p = 0;
+
+  void drop_stale(const DecisionKey &k) {
+    if (k.types == types && k.comms == comms && k.p2p == p2p) return;
+    for (uint16_t i : used) entries[i] = KeptDecision{};
+    used.clear();
+    types = k.types;
+    comms = k.comms;
+    p2p = k.p2p;
+  }
+};
+static_assert(kSets * kWays <= 65536, "entry indices are 16-bit");
+
+KeptDecisions &kept() {
+  thread_local KeptDecisions k;
+  return k;
+}
 
 std::atomic<uint64_t> g_decisions_made{0}, g_decisions_recalled{0};
 
-KeptDecision &kept_slot(const DecisionKey &k) {
-  thread_local std::array<KeptDecision, kKeptDecisions> kept;
-  uint64_t h = k.type * 0x9E3779B97F4A7C15ull ^ k.comm * 0xC2B2AE3D27D4EB4Full ^ uint64_t(uint32_t(k.peer)) << 7 ^
-               uint64_t(uint32_t(k.count)) << 23 ^ uint64_t(k.receive) << 1 ^ reinterpret_cast<uintptr_t>(k.call);
-  h ^= h >> 29;
-  return kept[size_t(h % kKeptDecisions)];
+// Every field a call varies in reaches every bit of the hash (multiply, fold, multiply).
+uint64_t hash_of(const DecisionKey &k) {
+  uint64_t h = k.type * 0x9E3779B97F4A7C15ull;
+  for (uint64_t v : {k.comm, uint64_t(uint32_t(k.peer)), uint64_t(uint32_t(k.count)),
+                     uint64_t(reinterpret_cast<uintptr_t>(k.call)),
+                     uint64_t(k.receive) | uint64_t(k.batched) << 1 | uint64_t(k.may_zero_copy) << 2}) {
+    h = (h ^ v) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+  }
+  return h;
 }
+
+KeptDecision *set_of(uint64_t hash) { return &kept().entries[size_t(hash % kSets) * kWays]; }
 
 DecisionKey key_of(int count, MPI_Datatype type, int peer, bool receive, bool batched, bool may_zero_copy,
                    MPI_Comm comm, const char *call) {
@@ -173,27 +209,43 @@ DecisionKey key_of(int count, MPI_Datatype type, int peer, bool receive, bool ba
 // `k` as key_of made it, without the peer's class: asked only of a communicator an entry was
 // made on (its generation held), since a first question maps its group, and the handle may
 // not be a communicator at all (checked later, on the full path).
-bool recall(DecisionKey &k, MPI_Comm comm, Decision &d) {
-  KeptDecision &e = kept_slot(k);
-  if (!e.used) return false;
-  k.peer_class = e.key.peer_class;
-  if (!(e.key == k) || peer_class(comm, k.peer) != k.peer_class) return false;  // placement learned since
-  d.info = e.info.lock();
-  if (!d.info) return false;
-  d.plannable = true;
-  d.plan = e.plan;
-  d.transfer = e.transfer;
-  g_decisions_recalled.fetch_add(1, std::memory_order_relaxed);
-  return true;
+bool recall(DecisionKey &k, uint64_t hash, MPI_Comm comm, Decision &d) {
+  kept().drop_stale(k);
+  KeptDecision *set = set_of(hash);
+  for (size_t w = 0; w < kWays; ++w) {
+    KeptDecision &e = set[w];
+    if (!e.last_use || e.hash != hash) continue;
+    k.peer_class = e.key.peer_class;
+    if (!(e.key == k)) continue;
+    if (peer_class(comm, k.peer) != k.peer_class) {  // placement learned since: made again
+      e = KeptDecision{};
+      return false;
+    }
+    d.info = e.info.lock();
+    if (!d.info) return false;
+    d.plannable = true;
+    d.plan = e.plan;
+    d.transfer = e.transfer;
+    e.last_use = ++kept().clock;
+    g_decisions_recalled.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  return false;
 }
 
-void keep(const DecisionKey &k, const Decision &d) {
-  KeptDecision &e = kept_slot(k);
-  e.key = k;
-  e.used = true;
-  e.info = d.info;
-  e.plan = d.plan;
-  e.transfer = d.transfer;
+// Into the set's empty or least recently used way.
+void keep(const DecisionKey &k, uint64_t hash, const Decision &d) {
+  KeptDecision *set = set_of(hash);
+  KeptDecision *e = &set[0];
+  for (size_t w = 1; w < kWays && e->last_use; ++w)
+    if (set[w].last_use < e->last_use) e = &set[w];
+  if (!e->last_use) kept().used.push_back(uint16_t(e - kept().entries.data()));
+  e->key = k;
+  e->hash = hash;
+  e->last_use = ++kept().clock;
+  e->info = d.info;
+  e->plan = d.plan;
+  e->transfer = d.transfer;
 }
 
 // Whether TEMPI moves this buffer, and how (d.info null: pass the user's arguments
@@ -206,7 +258,8 @@ int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive
   // Generations are read before anything they guard (a type freed meanwhile makes a key no
   // entry matches later).
   DecisionKey key = key_of(count, type, peer, receive, batched, may_zero_copy, comm, call);
-  if (recall(key, comm, d)) {
+  const uint64_t hash = hash_of(key);
+  if (recall(key, hash, comm, d)) {
     settle_other_threads();
     return MPI_SUCCESS;
   }
@@ -259,7 +312,7 @@ int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive
   }
   d.info = std::move(info);
   d.plannable = true;
-  if (!guessed) keep(key, d);  // a guess rests on what arrived last: made again at every call
+  if (!guessed) keep(key, hash, d);  // a guess rests on what arrived last: made again at every call
   return MPI_SUCCESS;
 }
 

@@ -81,6 +81,7 @@ int TEMPI_WRAPPER(MPI_Comm_create)(MPI_Comm comm, MPI_Group group, MPI_Comm *new
 // handle is forgotten (the library may give it to the next communicator it makes).
 int TEMPI_WRAPPER(MPI_Comm_free)(MPI_Comm *comm) {
   flush_sends();
+  comm_freed();  // before, and after: the handle may come back as soon as the library let it go
   const int err = TEMPI_NEXT(MPI_Comm_free)(comm);
   comm_freed();
   return err;

@@ -25,8 +25,9 @@ int TEMPI_WRAPPER(MPI_Comm_create_group)(MPI_Comm comm, MPI_Group group, int tag
 
 int TEMPI_WRAPPER(MPI_Comm_disconnect)(MPI_Comm *comm) {
   flush_sends();
+  comm_freed();  // before and after, as MPI_Comm_free (wrap_progress.cpp)
   const int err = TEMPI_NEXT(MPI_Comm_disconnect)(comm);
-  comm_freed();  // as MPI_Comm_free (wrap_progress.cpp)
+  comm_freed();
   return err;
 }
 

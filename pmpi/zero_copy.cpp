@@ -1569,11 +1569,11 @@ std::shared_ptr<NodeShare> p2p_share(MPI_Comm comm) {
 uint64_t p2p_generation() { return g_p2p_generation.load(std::memory_order_acquire); }
 
 void set_p2p(NodeShare &s, bool on) {
-  if (on != s.p2p) {
-    g_p2p_comms += on ? 1 : -1;
-    g_p2p_generation.fetch_add(1, std::memory_order_acq_rel);
-  }
+  const bool changed = on != s.p2p;
+  if (changed) g_p2p_comms += on ? 1 : -1;
   s.p2p = on;
+  // After the switch: a decision made under the new generation sees it.
+  if (changed) g_p2p_generation.fetch_add(1, std::memory_order_acq_rel);
   // A zero-copy send or receive keeps the share past MPI_Comm_free (MPI lets it complete), and
   // the last one may drop it on one rank alone: the window cannot be freed collectively then,
   // so it stays until MPI_Finalize, as for persistent collectives.

@@ -858,6 +858,9 @@ struct Result {
   // Over every exchange of the variant (warm-up, timed, verification), summed over ranks:
   // its sends, and those that went by zero-copy point-to-point (tempi::p2p_counts).
   long long sends = 0, zero_copy_sends = 0;
+  // Over the timed exchanges, summed over ranks: TEMPI's decisions on GPU buffers, and those
+  // a repeated call took from its thread's kept ones (tempi::decision_counts).
+  long long decisions = 0, recalled = 0;
 };
 
 double median(std::vector<double> v) {
@@ -885,6 +888,7 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
   std::vector<double> local(static_cast<size_t>(iters)), worst(static_cast<size_t>(iters));
   std::vector<double> posts(static_cast<size_t>(iters)), waits(static_cast<size_t>(iters));
   const uint64_t syncs_before = tempi::gpu_backend().synchronizations();
+  const tempi::DecisionCounts decided_before = tempi::decision_counts();
   for (int i = 0; i < iters; ++i) {
     MPI_Barrier(h.cart);
     const double t0 = MPI_Wtime();
@@ -894,6 +898,7 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
     waits[size_t(i)] = g_parts.wait_us;
   }
   res.syncs = iters ? double(tempi::gpu_backend().synchronizations() - syncs_before) / iters : 0;
+  const tempi::DecisionCounts decided_after = tempi::decision_counts();
   res.post_us = median(posts);
   res.wait_us = median(waits);
   // The time of an iteration is that of its slowest rank.
@@ -907,15 +912,19 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
   ok &= g.upload(initial);
   ok &= v.run(h, g);
   ok &= g.download(got);
-  long long counts[4] = {(long long)h.cells, ok ? (long long)count_wrong(h, got, expected) : (long long)h.cells,
+  const long long recalled = (long long)(decided_after.recalled - decided_before.recalled);
+  long long counts[6] = {(long long)h.cells, ok ? (long long)count_wrong(h, got, expected) : (long long)h.cells,
                          (long long)h.neighbours.size() * (warmup + iters + 1),
-                         (long long)(tempi::p2p_counts().sends - zero_copy_before)};
-  long long totals[4] = {0, 0, 0, 0};
-  MPI_Allreduce(counts, totals, 4, MPI_LONG_LONG, MPI_SUM, h.cart);
+                         (long long)(tempi::p2p_counts().sends - zero_copy_before),
+                         (long long)(decided_after.made - decided_before.made) + recalled, recalled};
+  long long totals[6] = {0, 0, 0, 0, 0, 0};
+  MPI_Allreduce(counts, totals, 6, MPI_LONG_LONG, MPI_SUM, h.cart);
   res.checked = totals[0];
   res.wrong = totals[1];
   res.sends = totals[2];
   res.zero_copy_sends = totals[3];
+  res.decisions = totals[4];
+  res.recalled = totals[5];
   res.failed = !all_ranks(h, ok);
   return res;
 }
@@ -943,7 +952,7 @@ std::vector<Result> measure_methods(const Halo &h, Grid &g, const Variant &v, co
       std::vector<double> medians, posts, waits;
       double syncs = 0;
       r.iters = 0;
-      r.checked = r.wrong = r.sends = r.zero_copy_sends = 0;
+      r.checked = r.wrong = r.sends = r.zero_copy_sends = r.decisions = r.recalled = 0;
       for (const Result &x : runs) {
         medians.push_back(x.median_us);
         posts.push_back(x.post_us);
@@ -956,6 +965,8 @@ std::vector<Result> measure_methods(const Halo &h, Grid &g, const Variant &v, co
         r.wrong += x.wrong;
         r.sends += x.sends;
         r.zero_copy_sends += x.zero_copy_sends;
+        r.decisions += x.decisions;
+        r.recalled += x.recalled;
         r.failed |= x.failed;
       }
       r.median_us = median(medians);
@@ -1061,6 +1072,10 @@ void print_table(const std::vector<Result> &results) {
     if (r.na.empty() && (r.name == "zero-copy-p2p" || r.zero_copy_sends))
       std::printf("zero-copy %s: %lld of %lld sends went by zero-copy point-to-point (all ranks, all exchanges)\n",
                   r.name.c_str(), r.zero_copy_sends, r.sends);
+  for (const auto &r : results)
+    if (r.na.empty() && r.decisions)
+      std::printf("kept decisions %s: %lld of %lld decisions on GPU buffers recalled (all ranks, timed exchanges)\n",
+                  r.name.c_str(), r.recalled, r.decisions);
 }
 
 bool append_csv(const std::string &path, const Halo &h, const std::vector<Result> &results) {

@@ -282,6 +282,88 @@ TEST_CASE("repeated batches launch from descriptions kept on the device", "[gpu]
   check_round(halo, "the first batch after its tables were evicted");
   CHECK(placed() == 26);
   CHECK(reused() == 4);
+
+  // A dozen distinct batches issued back to back, one wait at the end: tables are rewritten
+  // while launches that read them may still be queued on the stream. Each batch packs the
+  // same 26 objects into places of its own.
+  {
+    INFO("seed " << seed << ": twelve batches before one wait");
+    for (int i = 0; i < 26; ++i) {
+      Obj &o = objs[size_t(i)];
+      o.image = random_bytes(o.span, rng());
+      CUDA_OK(cudaMemcpy(o.typed->at(0), o.image.data(), size_t(o.span), cudaMemcpyHostToDevice));
+    }
+    constexpr int kBatches = 12;
+    int64_t per_batch = 0;
+    for (int i = 0; i < 26; ++i) per_batch += (objs[size_t(i)].bytes + 15) / 16 * 16;
+    Scratch area;
+    REQUIRE(b.acquire(ScratchKind::Device, size_t(per_batch * kBatches), area) == Status::Ok);
+    CUDA_OK(cudaMemset(area.ptr, 0xA5, size_t(per_batch * kBatches)));
+    std::vector<std::vector<MoveJob>> batches(kBatches);
+    std::vector<Fence> fences(kBatches);
+    for (int k = 0; k < kBatches; ++k) {
+      char *at = static_cast<char *>(area.ptr) + k * per_batch;
+      for (int i = 0; i < 26; ++i) {
+        Obj &o = objs[size_t(i)];
+        batches[size_t(k)].push_back({&o.plan, o.typed->at(0) - o.lo, at, o.bytes, Transfer{Method::OneShot, o.bytes}});
+        at += (o.bytes + 15) / 16 * 16;
+      }
+      REQUIRE(b.pack_async(batches[size_t(k)], fences[size_t(k)]) == Status::Ok);
+    }
+    for (Fence &f : fences) REQUIRE(b.wait(f) == Status::Ok);
+    for (int k = 0; k < kBatches; ++k)
+      for (int i = 0; i < 26; ++i) {
+        Obj &o = objs[size_t(i)];
+        std::vector<unsigned char> expect(size_t(o.bytes)), got(size_t(o.bytes));
+        host_pack(o.plan, o.image.data() - o.lo, expect.data(), 0, o.bytes);
+        CUDA_OK(cudaMemcpy(got.data(), batches[size_t(k)][size_t(i)].packed, got.size(), cudaMemcpyDeviceToHost));
+        INFO("batch " << k << " object " << i);
+        REQUIRE(got == expect);
+      }
+    CHECK(placed() == 26 + kBatches);
+  }
+
+  // Pairs (Backend::move_async: a typed object straight into another of the same plan), the
+  // same batch twice: its table placed, then reused.
+  {
+    INFO("seed " << seed << ": pairs");
+    std::vector<std::unique_ptr<PaddedDeviceBuf>> targets;
+    std::vector<Scratch> scratch(26);
+    std::vector<PairJob> pairs;
+    for (int i = 0; i < 26; ++i) {
+      Obj &o = objs[size_t(i)];
+      targets.push_back(std::make_unique<PaddedDeviceBuf>(o.span));
+      REQUIRE(b.acquire(ScratchKind::Device, size_t(o.bytes), scratch[size_t(i)]) == Status::Ok);
+      pairs.push_back({&o.plan, o.typed->at(0) - o.lo, &o.plan, targets.back()->at(0) - o.lo, o.bytes,
+                       scratch[size_t(i)].ptr});
+    }
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<std::vector<unsigned char>> want(26);
+      for (int i = 0; i < 26; ++i) {
+        Obj &o = objs[size_t(i)];
+        o.image = random_bytes(o.span, rng());
+        CUDA_OK(cudaMemcpy(o.typed->at(0), o.image.data(), size_t(o.span), cudaMemcpyHostToDevice));
+        want[size_t(i)] = random_bytes(o.span, rng());  // the target's bytes outside the object stay
+        CUDA_OK(cudaMemcpy(targets[size_t(i)]->at(0), want[size_t(i)].data(), size_t(o.span), cudaMemcpyHostToDevice));
+        std::vector<unsigned char> packed(size_t(o.bytes));
+        host_pack(o.plan, o.image.data() - o.lo, packed.data(), 0, o.bytes);
+        host_unpack(o.plan, packed.data(), want[size_t(i)].data() - o.lo, 0, o.bytes);
+      }
+      const FusedTableCounts before = fused_table_counts();
+      Fence done;
+      REQUIRE(b.move_async(pairs, done) == Status::Ok);
+      REQUIRE(b.wait(done) == Status::Ok);
+      const FusedTableCounts after = fused_table_counts();
+      CHECK(after.placed - before.placed == (pass == 0 ? 1u : 0u));
+      CHECK(after.reused - before.reused == (pass == 0 ? 0u : 1u));
+      for (int i = 0; i < 26; ++i) {
+        std::vector<unsigned char> got(size_t(objs[size_t(i)].span));
+        CUDA_OK(cudaMemcpy(got.data(), targets[size_t(i)]->at(0), got.size(), cudaMemcpyDeviceToHost));
+        INFO("pass " << pass << " pair " << i);
+        REQUIRE(got == want[size_t(i)]);
+      }
+    }
+  }
 }
 
 TEST_CASE("MPI_Pack and MPI_Unpack on every memory kind", "[gpu][mpi]") {

@@ -165,9 +165,12 @@ struct KeptDecisions {
 };
 static_assert(kSets * kWays <= 65536, "entry indices are 16-bit");
 
+// On the heap, made at a thread's first decision: thread-local storage as large as the table
+// would be taken from every thread's stack, the application's own threads included.
 KeptDecisions &kept() {
-  thread_local KeptDecisions k;
-  return k;
+  thread_local std::unique_ptr<KeptDecisions> k;
+  if (!k) k = std::make_unique<KeptDecisions>();
+  return *k;
 }
 
 std::atomic<uint64_t> g_decisions_made{0}, g_decisions_recalled{0};

@@ -101,9 +101,16 @@ void print_choices(const std::vector<Choice> &choices, const std::vector<const c
         ++predicted;
         close += std::abs(c.predicted_us[k] / c.us[k] - 1) <= 0.25;
       }
-  if (predicted > 0)
+  if (predicted > 0) {
     std::printf("predicted within 25%% of the measured time: %d of %d forced points (%.0f%%)\n", close, predicted,
                 100.0 * close / predicted);
+    for (const Choice &c : choices)
+      for (size_t k = 0; k < c.predicted_us.size(); ++k)
+        if (c.predicted_us[k] > 0 && std::abs(c.predicted_us[k] / c.us[k] - 1) > 0.25)
+          std::printf("  outside: %s, %lld B blocks, %lld B, %s: predicted %.1f us, measured %.1f us (%.2f)\n",
+                      c.shape.c_str(), (long long)c.block, (long long)c.bytes, methods[k], c.predicted_us[k], c.us[k],
+                      c.predicted_us[k] / c.us[k]);
+  }
   const double n = double(choices.size());
   std::printf("auto (measured) within 5%% of the best forced method: %d of %zu objects (%.0f%%); at worst %.2fx\n",
               within, choices.size(), 100.0 * within / n, worst);
@@ -300,10 +307,11 @@ int main(int argc, char **argv) {
   }
 
   std::FILE *csv = g_rank == 0 && csv_path ? std::fopen(csv_path, "w") : nullptr;
-  if (csv) std::fprintf(csv, "shape,block,bytes,method,tempi_us,contig_us,ratio,mpi_us,host_app_us\n");
+  // model_us: the profile's prediction for a forced method (-1: auto, or no profile in use)
+  if (csv) std::fprintf(csv, "shape,block,bytes,method,tempi_us,contig_us,ratio,mpi_us,host_app_us,model_us\n");
   if (g_rank == 0)
-    std::printf("%-5s %6s %10s %-8s %11s %11s %7s %12s %12s %9s\n", "shape", "block", "bytes", "method", "tempi_us",
-                "contig_us", "ratio", "mpi_us", "host_app_us", "speedup");
+    std::printf("%-5s %6s %10s %-8s %11s %11s %7s %12s %12s %9s %9s\n", "shape", "block", "bytes", "method",
+                "tempi_us", "contig_us", "ratio", "mpi_us", "host_app_us", "speedup", "model_us");
 
   const std::vector<int64_t> sizes = quick ? std::vector<int64_t>{1 << 10, 1 << 20}
                                            : std::vector<int64_t>{1 << 10, 1 << 14, 1 << 16, 1 << 20, 4 << 20,
@@ -382,18 +390,24 @@ int main(int argc, char **argv) {
                                         budget, 200);
           choice.us.push_back(t_us);
           const double base = aware && mpi_us > 0 ? std::min(mpi_us, host_us) : host_us;
+          const double model_us = k < choice.predicted_us.size() ? choice.predicted_us[k] : -1;
           if (g_rank == 0) {
+            char model_col[32];
+            if (model_us > 0)
+              std::snprintf(model_col, sizeof model_col, "%9.1f", model_us);
+            else
+              std::snprintf(model_col, sizeof model_col, "%9s", "-");
             char mpi_col[32];
             if (mpi_us > 0)
               std::snprintf(mpi_col, sizeof mpi_col, "%12.1f", mpi_us);
             else
               std::snprintf(mpi_col, sizeof mpi_col, "%12s", aware ? "(too slow)" : "(n/a)");
-            std::printf("%-5s %6lld %10lld %-8s %11.1f %11.1f %7.2f %s %12.1f %8.1fx\n", shape, (long long)block,
-                        (long long)bytes, m, t_us, c_us, t_us / c_us, mpi_col, host_us, base / t_us);
+            std::printf("%-5s %6lld %10lld %-8s %11.1f %11.1f %7.2f %s %12.1f %8.1fx %s\n", shape, (long long)block,
+                        (long long)bytes, m, t_us, c_us, t_us / c_us, mpi_col, host_us, base / t_us, model_col);
             std::fflush(stdout);
             if (csv)
-              std::fprintf(csv, "%s,%lld,%lld,%s,%.3f,%.3f,%.4f,%.3f,%.3f\n", shape, (long long)block,
-                           (long long)bytes, m, t_us, c_us, t_us / c_us, mpi_us, host_us);
+              std::fprintf(csv, "%s,%lld,%lld,%s,%.3f,%.3f,%.4f,%.3f,%.3f,%.3f\n", shape, (long long)block,
+                           (long long)bytes, m, t_us, c_us, t_us / c_us, mpi_us, host_us, model_us);
           }
         }
         choices.push_back(std::move(choice));

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Plots a TEMPI system profile written by tempi-measure (docs/model.md).
 
-    python3 tools/plot_profile.py PROFILE.json [--check MEASURE.txt] [--out profile.png]
+    python3 tools/plot_profile.py PROFILE.json [--check MEASURE.txt] [--p2p BENCH_P2P.csv] [--out profile.png]
 
 Panels: the packing kernels' time by object size (one line per block size, for each
-direction), the copy engines, the MPI library on host and GPU buffers, and, with
---check (tempi-measure's output), the model's predicted against the measured one-way
-times of its end-to-end check. Needs matplotlib.
+direction), the copy engines, the MPI library on host and GPU buffers, and the model's
+predicted against the measured one-way times: of tempi-measure's end-to-end check
+(--check, its output) and of bench_p2p's grid run with this profile (--p2p, its CSV,
+whose model_us column holds the predictions). Needs matplotlib.
 """
 import argparse
 import json
@@ -28,10 +29,44 @@ def read_checks(path):
     return rows
 
 
+def read_p2p(path):
+    """Rows (bytes, block, method, predicted us, measured us) of bench_p2p's CSV, forced methods only."""
+    import csv
+
+    rows = []
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            if "model_us" not in r:
+                sys.exit(f"{path}: no model_us column (bench_p2p before 2026-11-25, or not its CSV)")
+            if r["method"] != "auto" and float(r["model_us"]) > 0:
+                rows.append((int(r["bytes"]), int(r["block"]), r["method"], float(r["model_us"]),
+                             float(r["tempi_us"])))
+    return rows
+
+
+def predicted_against_measured(ax, rows, title):
+    """One point per forced measurement, the diagonal and the band of 25% around it."""
+    for method in sorted({c[2] for c in rows}):
+        pts = [c for c in rows if c[2] == method and c[3] > 0]
+        ax.loglog([c[4] for c in pts], [c[3] for c in pts], "o", markersize=4, label=method)
+    lo = min(c[4] for c in rows)
+    hi = max(c[4] for c in rows)
+    ax.loglog([lo, hi], [lo, hi], "k-", lw=0.8, label="exact")
+    ax.fill_between([lo, hi], [0.75 * lo, 0.75 * hi], [1.25 * lo, 1.25 * hi], color="gray", alpha=0.2,
+                    label="within 25%")
+    inside = sum(abs(c[3] / c[4] - 1) <= 0.25 for c in rows)
+    ax.set_title(f"{title}: {inside} of {len(rows)} within 25%")
+    ax.set_xlabel("measured us")
+    ax.set_ylabel("predicted us")
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("profile")
     ap.add_argument("--check", help="tempi-measure's output, for predicted against measured")
+    ap.add_argument("--p2p", help="bench_p2p's CSV, run with this profile, for predicted against measured")
     ap.add_argument("--out", default="profile.png")
     args = ap.parse_args()
     with open(args.profile) as f:
@@ -47,7 +82,9 @@ def main():
         sys.exit("plot_profile.py needs matplotlib (pip install matplotlib)")
 
     checks = read_checks(args.check) if args.check else []
-    fig, axes = plt.subplots(2, 4 if checks else 3, figsize=(20 if checks else 15, 8.5))
+    p2p = read_p2p(args.p2p) if args.p2p else []
+    wide = bool(checks or p2p)
+    fig, axes = plt.subplots(2, 4 if wide else 3, figsize=(20 if wide else 15, 8.5))
     for ax, key in zip(axes[0], ["pack_device", "pack_host", "unpack_host"]):
         for row in p[key]["rows"]:
             curve(ax, row, f'{row["block"]} B rows')
@@ -71,23 +108,14 @@ def main():
         if "batched" in w:
             curve(ax, w["batched"], f'GPU buffers ({w["peer"]}), per message of a batch')
     ax.set_title("MPI library (one way)")
-    if checks:
-        ax = axes[0][3]
-        for method in sorted({c[2] for c in checks}):
-            pts = [c for c in checks if c[2] == method and c[3] > 0]
-            ax.loglog([c[4] for c in pts], [c[3] for c in pts], "o", label=method)
-        lo = min(c[4] for c in checks)
-        hi = max(c[4] for c in checks)
-        ax.loglog([lo, hi], [lo, hi], "k-", lw=0.8, label="exact")
-        ax.fill_between([lo, hi], [0.75 * lo, 0.75 * hi], [1.25 * lo, 1.25 * hi], color="gray", alpha=0.2,
-                        label="within 25%")
-        ax.set_title("the model against TEMPI (one-way)")
-        ax.set_xlabel("measured us")
-        ax.set_ylabel("predicted us")
-        ax.legend(fontsize=7)
-        ax.grid(True, which="both", alpha=0.3)
-        axes[1][3].axis("off")
-    for ax in list(axes.flat)[: 6 if not checks else 8]:
+    if wide:
+        panels = [(checks, "tempi-measure's check"), (p2p, "bench_p2p grid")]
+        for ax, (rows, title) in zip([axes[0][3], axes[1][3]], panels):
+            if rows:
+                predicted_against_measured(ax, rows, "the model: " + title)
+            else:
+                ax.axis("off")
+    for ax in axes.flat:
         if ax.get_title().startswith("the model") or not ax.axison:
             continue
         ax.set_xlabel("bytes")

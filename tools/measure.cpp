@@ -393,38 +393,53 @@ void measure_floor(GpuBuffers &g, const Grid &grid, Profile &p) {
 
 // ---------------------------------------------------------------- MPI
 
-// For each size: two untimed runs, then the median of up to `most` timed ones (fewer for
-// large messages: about 64 MiB a size, at least 5), each after a barrier. A run moves
-// `messages` messages of that size and returns the seconds one of them took.
+// Each size is measured in kMpiRounds rounds that take turns over the sizes, so that a
+// disturbance of a second or two (seen on shared GPU hosts: a whole curve 2x slow, its
+// check a moment later not) reaches a few samples of every size instead of every sample of
+// a few. Per size, up to `most` timed runs in all (fewer for large messages: about 64 MiB a
+// size, at least 5), split over the rounds, each round after one untimed run, each run
+// after a barrier; the median of them all. A run moves `messages` messages of that size and
+// returns the seconds one of them took.
+constexpr int kMpiRounds = 3;
+
 Curve mpi_curve(const std::vector<int64_t> &sizes, const char *stage, int messages, int most,
                 const std::function<double(int64_t)> &run) {
-  Curve c;
-  for (int64_t bytes : sizes) {
-    // the same count on both ranks
-    const int reps = int(std::clamp<int64_t>((int64_t(64) << 20) / (messages * bytes), 5, most));
-    std::vector<double> t;
-    for (int i = 0; i < reps + 2; ++i) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      const double seconds = run(bytes);
-      if (i >= 2) t.push_back(seconds);
+  std::vector<std::vector<double>> samples(sizes.size());
+  for (int round = 0; round < kMpiRounds; ++round)
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const int64_t bytes = sizes[k];
+      // the same count on both ranks
+      const int reps = int(std::clamp<int64_t>((int64_t(64) << 20) / (messages * bytes), 5, most));
+      const int per_round = (reps + kMpiRounds - 1) / kMpiRounds;
+      for (int i = 0; i < per_round + 1; ++i) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double seconds = run(bytes);
+        if (i >= 1) samples[k].push_back(seconds);
+      }
+      g_progress.step(stage);
     }
-    c.bytes.push_back(double(bytes));
-    c.seconds.push_back(median(t));
-    g_progress.step(stage);
+  Curve c;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    c.bytes.push_back(double(sizes[k]));
+    c.seconds.push_back(median(samples[k]));
   }
   return c;
 }
 
-// Half the round trip of each size between ranks 0 and 1, the library alone (PMPI).
-Curve ping_pong(void *buf, const std::vector<int64_t> &sizes, const char *stage) {
-  return mpi_curve(sizes, stage, 1, 100, [buf](int64_t bytes) {
+// Half the round trip of each size between ranks 0 and 1, the library alone (PMPI). Each
+// rank sends from the first half of `buf` and receives into the second, as TEMPI's staging
+// does: sending and receiving one buffer took MPICH 1.4-1.8x as long at 1 MiB on an H100
+// host (134 against 76 us one-way, 2026-11-25).
+Curve ping_pong(char *buf, int64_t half, const std::vector<int64_t> &sizes, const char *stage) {
+  return mpi_curve(sizes, stage, 1, 100, [buf, half](int64_t bytes) {
+    char *out = buf, *in = buf + half;
     const double t0 = MPI_Wtime();
     if (g_rank == 0) {
-      PMPI_Send(buf, int(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD);
-      PMPI_Recv(buf, int(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      PMPI_Send(out, int(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD);
+      PMPI_Recv(in, int(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else {
-      PMPI_Recv(buf, int(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      PMPI_Send(buf, int(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+      PMPI_Recv(in, int(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      PMPI_Send(out, int(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD);
     }
     return (MPI_Wtime() - t0) / 2;
   });
@@ -679,7 +694,7 @@ int run(const Options &o) {
     return n + 4 * 5 + 4;
   }();
   if (gpu) g_progress.plan(gpu_steps + (o.check ? check_steps(o, aware) : 0));
-  g_progress.plan(int(grid.mpi_sizes.size() + grid.batch_sizes.size()) * (gpu && aware ? 3 : 1));
+  g_progress.plan(kMpiRounds * int(grid.mpi_sizes.size() + grid.batch_sizes.size()) * (gpu && aware ? 3 : 1));
 
   if (gpu && g_rank == 0) {
     GpuBuffers g(o.max_bytes);
@@ -705,7 +720,7 @@ int run(const Options &o) {
       plain.assign(size_t(2 * o.max_bytes), 1);
       buf = plain.data();
     }
-    p.mpi_host = ping_pong(buf, grid.mpi_sizes, "MPI, host buffers");
+    p.mpi_host = ping_pong(static_cast<char *>(buf), o.max_bytes, grid.mpi_sizes, "MPI, host buffers");
     p.mpi_host_batched = batch_exchange(static_cast<char *>(buf), grid.batch_sizes, "MPI, host buffers, batched",
                                         1 - g_rank);
   }
@@ -714,7 +729,7 @@ int run(const Options &o) {
     check(b.allocate_device(size_t(2 * o.max_bytes), &dev), "allocating device memory for MPI");
     DeviceWire w;
     w.peer = p.measured_peer;
-    w.time = ping_pong(dev, grid.mpi_sizes, "MPI, GPU buffers");
+    w.time = ping_pong(static_cast<char *>(dev), o.max_bytes, grid.mpi_sizes, "MPI, GPU buffers");
     w.batched = batch_exchange(static_cast<char *>(dev), grid.batch_sizes, "MPI, GPU buffers, batched", 1 - g_rank);
     p.mpi_device.push_back(std::move(w));
     // Messages to the rank itself take the library's loopback path, which may be another

@@ -426,20 +426,22 @@ Curve mpi_curve(const std::vector<int64_t> &sizes, const char *stage, int messag
   return c;
 }
 
-// Half the round trip of each size between ranks 0 and 1, the library alone (PMPI). Each
-// rank sends from the first half of `buf` and receives into the second, as TEMPI's staging
-// does: sending and receiving one buffer took MPICH 1.4-1.8x as long at 1 MiB on an H100
-// host (134 against 76 us one-way, 2026-11-25).
-Curve ping_pong(char *buf, int64_t half, const std::vector<int64_t> &sizes, const char *stage) {
-  return mpi_curve(sizes, stage, 1, 100, [buf, half](int64_t bytes) {
-    char *out = buf, *in = buf + half;
+// Half the round trip of each size between ranks 0 and 1, the library alone (PMPI), from
+// and into one buffer per rank. That is what TEMPI's staging does in a ping-pong: the pool
+// hands the receive the buffer the send just gave back. It matters: on an H100 host
+// (2026-11-25) MPICH took 1.4-2x as long with one buffer as between a send and a receive
+// buffer (190 against 90-120 us one-way at 1 MiB), and TEMPI's one-shot ping-pong took the
+// former's time. Messages in flight together, each in its own staging, are the batched
+// curves' part.
+Curve ping_pong(void *buf, const std::vector<int64_t> &sizes, const char *stage) {
+  return mpi_curve(sizes, stage, 1, 100, [buf](int64_t bytes) {
     const double t0 = MPI_Wtime();
     if (g_rank == 0) {
-      PMPI_Send(out, int(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD);
-      PMPI_Recv(in, int(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      PMPI_Send(buf, int(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD);
+      PMPI_Recv(buf, int(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else {
-      PMPI_Recv(in, int(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      PMPI_Send(out, int(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+      PMPI_Recv(buf, int(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      PMPI_Send(buf, int(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD);
     }
     return (MPI_Wtime() - t0) / 2;
   });
@@ -720,7 +722,7 @@ int run(const Options &o) {
       plain.assign(size_t(2 * o.max_bytes), 1);
       buf = plain.data();
     }
-    p.mpi_host = ping_pong(static_cast<char *>(buf), o.max_bytes, grid.mpi_sizes, "MPI, host buffers");
+    p.mpi_host = ping_pong(buf, grid.mpi_sizes, "MPI, host buffers");
     p.mpi_host_batched = batch_exchange(static_cast<char *>(buf), grid.batch_sizes, "MPI, host buffers, batched",
                                         1 - g_rank);
   }
@@ -729,7 +731,7 @@ int run(const Options &o) {
     check(b.allocate_device(size_t(2 * o.max_bytes), &dev), "allocating device memory for MPI");
     DeviceWire w;
     w.peer = p.measured_peer;
-    w.time = ping_pong(static_cast<char *>(dev), o.max_bytes, grid.mpi_sizes, "MPI, GPU buffers");
+    w.time = ping_pong(dev, grid.mpi_sizes, "MPI, GPU buffers");
     w.batched = batch_exchange(static_cast<char *>(dev), grid.batch_sizes, "MPI, GPU buffers, batched", 1 - g_rank);
     p.mpi_device.push_back(std::move(w));
     // Messages to the rank itself take the library's loopback path, which may be another

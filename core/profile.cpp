@@ -28,6 +28,19 @@ double Curve::at(double b) const {
   return y0 * std::pow(y1 / y0, a);
 }
 
+int settle_disturbed(Curve &c, double tolerance) {
+  int lowered = 0;
+  for (size_t i = c.seconds.size(); i-- > 1;) {
+    double &smaller = c.seconds[i - 1];
+    const double larger = c.seconds[i];
+    if (smaller > larger) {
+      lowered += smaller > larger * (1 + tolerance);
+      smaller = larger;
+    }
+  }
+  return lowered;
+}
+
 namespace {
 
 // The access width the kernels pick for aligned rows of `block` bytes.

@@ -289,6 +289,16 @@ std::vector<int64_t> sizes_for_block(const Grid &grid, int64_t block) {
   return out;
 }
 
+// What settle_disturbed lowered by more than a quarter, for the summary: "unpack_device,
+// rows of 64 B: 3 of 9 sizes".
+std::vector<std::string> g_disturbed;
+
+void settle(Curve &c, const std::string &what) {
+  const int lowered = settle_disturbed(c, 0.25);
+  if (lowered > 0)
+    g_disturbed.push_back(what + ": " + std::to_string(lowered) + " of " + std::to_string(c.bytes.size()) + " sizes");
+}
+
 KernelTable measure_kernels(GpuBuffers &g, const Grid &grid, Direction d) {
   KernelTable t;
   char *typed = static_cast<char *>(g.typed);
@@ -310,6 +320,7 @@ KernelTable measure_kernels(GpuBuffers &g, const Grid &grid, Direction d) {
       row.time.seconds.push_back(s);
       g_progress.step(std::string(name_of(d)) + ", rows of " + std::to_string(block) + " B");
     }
+    settle(row.time, std::string(name_of(d)) + ", rows of " + std::to_string(block) + " B");
     if (!row.time.empty()) t.rows.push_back(std::move(row));
   }
   // Narrower words at one block and size: the object starts `word` bytes into an aligned buffer.
@@ -337,6 +348,7 @@ Curve measure_copies(GpuBuffers &g, const Grid &grid, bool to_host) {
     c.seconds.push_back(s);
     g_progress.step(to_host ? "copy engines, to host" : "copy engines, to device");
   }
+  settle(c, to_host ? "copy engines, to host" : "copy engines, to device");
   return c;
 }
 
@@ -797,6 +809,11 @@ int run(const Options &o) {
     std::printf("Copies and messages (smallest and largest size):\n");
     print_curve("copy engines, device to host", p.copy_to_host);
     print_curve("copy engines, host to device", p.copy_to_device);
+    if (!g_disturbed.empty()) {
+      std::printf("Disturbed (slower than a larger object by more than 25%%, so given the larger one's time; many "
+                  "of these: measure again on a quieter GPU):\n");
+      for (const std::string &d : g_disturbed) std::printf("  %s\n", d.c_str());
+    }
   }
   print_curve("MPI, pinned host buffers", p.mpi_host);
   print_curve("MPI, pinned host, batched", p.mpi_host_batched);

@@ -232,6 +232,32 @@ TEST_CASE("curves interpolate between measured sizes and extrapolate at the last
   for (double b = 500; b < 2e6; b *= 1.37) CHECK(c.at(b) <= c.at(b * 1.37));  // monotone here
 }
 
+TEST_CASE("a smaller object measured slower than a larger one takes the larger one's time", "[profile]") {
+  Curve c;
+  c.bytes = {1024, 4096, 16384, 65536, 262144, 1048576};
+  // a disturbance fading over the first sizes (an H100 under MPS, 2026-11-25), then a
+  // small dip at 256 KiB within noise
+  c.seconds = {45.8e-6, 26.1e-6, 20.5e-6, 15.7e-6, 15.6e-6, 40e-6};
+  CHECK(settle_disturbed(c, 0.25) == 3);  // 45.8, 26.1 and 20.5 against 15.6: more than 25% above
+  CHECK(c.seconds == std::vector<double>{15.6e-6, 15.6e-6, 15.6e-6, 15.6e-6, 15.6e-6, 40e-6});
+  CHECK(settle_disturbed(c, 0.25) == 0);  // settled: nothing left to lower
+
+  Curve rising;
+  rising.bytes = {64, 1024, 16384};
+  rising.seconds = {1e-6, 2e-6, 3e-6};
+  CHECK(settle_disturbed(rising, 0) == 0);
+  CHECK(rising.seconds == std::vector<double>{1e-6, 2e-6, 3e-6});  // a sound curve is untouched
+
+  Curve flat_within_noise;
+  flat_within_noise.bytes = {64, 1024};
+  flat_within_noise.seconds = {10.4e-6, 10.0e-6};
+  CHECK(settle_disturbed(flat_within_noise, 0.25) == 0);  // lowered, but not counted as disturbed
+  CHECK(flat_within_noise.seconds[0] == 10.0e-6);
+
+  Curve none;
+  CHECK(settle_disturbed(none, 0.25) == 0);
+}
+
 TEST_CASE("kernel tables interpolate by block size and charge narrow words", "[profile]") {
   const KernelTable t = tempi::testing::kernels_of({0, 1e9});
   const double mb = 1 << 20;

@@ -746,8 +746,8 @@ int run(const Options &o) {
 
   // The GPU's own parts come after the library's: on an H100 host (2026-11-25) MPICH's
   // curves measured right after them were, in two runs of five, 1.6-2x slower at 1-16 MiB
-  // than TEMPI's own messages a few seconds later (perhaps the release of the measurements'
-  // pinned buffers); measured first, the library sees the machine as the application does.
+  // than TEMPI's own messages a few seconds later (the release of the measurements' pinned
+  // buffers, perhaps); measured first, one run of seven was, 1.3-1.5x.
   if (gpu && g_rank == 0) {
     GpuBuffers g(o.max_bytes);
     measure_floor(g, grid, p);

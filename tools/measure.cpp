@@ -406,9 +406,9 @@ void measure_floor(GpuBuffers &g, const Grid &grid, Profile &p) {
 // ---------------------------------------------------------------- MPI
 
 // Each size is measured in kMpiRounds rounds that take turns over the sizes, so that a
-// disturbance of a second or two (seen on shared GPU hosts: a whole curve 2x slow, its
-// check a moment later not) reaches a few samples of every size instead of every sample of
-// a few. Per size, up to `most` timed runs in all (fewer for large messages: about 64 MiB a
+// disturbance of a second or two reaches a few samples of every size instead of every
+// sample of a few (on an H100 under MPS, 2026-11-25, one run measured Open MPI's GPU-buffer
+// latency at 16.7-20.8 us where its messages took 12-14 us a minute later). Per size, up to `most` timed runs in all (fewer for large messages: about 64 MiB a
 // size, at least 5), split over the rounds, each round after one untimed run, each run
 // after a barrier; the median of them all. A run moves `messages` messages of that size and
 // returns the seconds one of them took.

@@ -32,6 +32,9 @@
 //                   PMPI_Irecv of contiguous bytes per peer (device buffers on a CUDA-aware
 //                   library, else pinned host memory the kernels write and read directly),
 //                   one kernel unpacks
+//   hand-fused-faces (CUDA builds) the same kernels and buffers, but one PMPI_Isend and one
+//                   PMPI_Irecv per face (26 each way, the tempi variant's tags): what the
+//                   library costs when it carries MPI's 52 messages rather than one per peer
 //   fused-nccl      (CUDA builds) the same pack kernel, one ncclSend and one ncclRecv per
 //                   peer inside one ncclGroupStart/ncclGroupEnd, the same unpack kernel, all
 //                   on one stream with one synchronization (tools/halo_nccl.cpp; needs NCCL
@@ -111,7 +114,7 @@ ElemInfo elem_info(Elem e) {
 const char *const kVariantNames[] = {"tempi",      "library-alone", "host-copy", "neighbor", "neighbor-library",
                                      "persistent", "neighbor-persistent", "zero-copy-p2p",
 #ifdef TEMPI_HALO_FUSED
-                                     "hand-fused", "fused-nccl"
+                                     "hand-fused", "hand-fused-faces", "fused-nccl"
 #endif
 };
 
@@ -494,6 +497,12 @@ struct PeerBytes {
   int64_t offset, bytes;
 };
 
+// One face's part of the same buffer, and the tag the tempi variant sends it with.
+struct FaceBytes {
+  int peer, tag;
+  int64_t offset, bytes;
+};
+
 // A fused baseline's box tables (the 26 interior slabs, the 26 ghost regions) and packed
 // buffers, made once (hand-fused: at first use; fused-nccl: before its variant runs). The
 // slabs are grouped by peer, so that each peer gets one transfer, as hand-written codes do.
@@ -503,6 +512,7 @@ struct Fused {
   void *send = nullptr, *recv = nullptr;  // the packed slabs, back to back
   bool host = false;                      // buffers in pinned host memory, else device memory
   std::vector<PeerBytes> sends, recvs;    // one per peer, in rank order
+  std::vector<FaceBytes> send_faces, recv_faces;  // the same bytes, one per face
 };
 
 // Where the grid lives, and how the host reaches it: device memory only through
@@ -645,7 +655,8 @@ std::string fused_unavailable(const Grid &g) { return g.on_gpu ? "" : "n/a (no G
 // (peer, direction sent), receives by (source, direction its sender sent: recv_tag), so
 // that the k-th slab of a transfer lands in the k-th ghost region of the matching receive
 // even where one rank is several neighbours (few ranks, periodic).
-int64_t lay_out(const Halo &h, bool ghost, std::vector<halo_fused::Box> &boxes, std::vector<PeerBytes> &transfers) {
+int64_t lay_out(const Halo &h, bool ghost, std::vector<halo_fused::Box> &boxes, std::vector<PeerBytes> &transfers,
+                std::vector<FaceBytes> &faces) {
   std::vector<const Neighbour *> order;
   for (const auto &nb : h.neighbours) order.push_back(&nb);
   std::stable_sort(order.begin(), order.end(), [ghost](const Neighbour *a, const Neighbour *b) {
@@ -659,6 +670,7 @@ int64_t lay_out(const Halo &h, bool ghost, std::vector<halo_fused::Box> &boxes, 
     const int64_t bytes = int64_t(b.sub[0]) * b.sub[1] * b.sub[2] * int64_t(h.elem.bytes);
     if (transfers.empty() || transfers.back().peer != nb->rank) transfers.push_back({nb->rank, at, 0});
     transfers.back().bytes += bytes;
+    faces.push_back({nb->rank, ghost ? nb->recv_tag : nb->send_tag, at, bytes});
     at += bytes;
     boxes.push_back(b);
   }
@@ -671,8 +683,8 @@ bool fused_ready(const Halo &h, Fused &f, bool pinned_host) {
   if (f.tried) return f.ok;
   f.tried = true;
   std::vector<halo_fused::Box> send, recv;
-  const int64_t at = lay_out(h, false, send, f.sends);
-  lay_out(h, true, recv, f.recvs);
+  const int64_t at = lay_out(h, false, send, f.sends, f.send_faces);
+  lay_out(h, true, recv, f.recvs, f.recv_faces);
   f.host = pinned_host;
   f.ok = halo_fused::create(send.data(), int(send.size()), h.full, int(h.elem.bytes), &f.send_table) == 0 &&
          halo_fused::create(recv.data(), int(recv.size()), h.full, int(h.elem.bytes), &f.recv_table) == 0 &&
@@ -696,6 +708,30 @@ bool exchange_hand_fused(const Halo &h, Grid &g) {
     PMPI_Isend(out + t.offset, int(t.bytes), MPI_BYTE, t.peer, kFusedTag, h.cart, &reqs[k++]);
   const double t1 = MPI_Wtime();
   PMPI_Waitall(k, reqs, MPI_STATUSES_IGNORE);
+  if (ok) ok = halo_fused::unpack(f.recv_table, g.data, f.recv, nullptr) == 0;
+  g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
+  return ok;
+}
+
+// hand-fused-faces: hand-fused's kernels and buffers, the tempi variant's 52 messages.
+bool exchange_hand_fused_faces(const Halo &h, Grid &g) {
+  Fused &f = g.fused;
+  bool ok = fused_ready(h, f, !tempi::mpi_is_cuda_aware());
+  const double t0 = MPI_Wtime();
+  if (ok) ok = halo_fused::pack(f.send_table, g.data, f.send, nullptr) == 0;
+  std::vector<MPI_Request> reqs;
+  reqs.reserve(f.recv_faces.size() + f.send_faces.size());
+  char *in = static_cast<char *>(f.recv), *out = static_cast<char *>(f.send);
+  for (const FaceBytes &t : f.recv_faces) {
+    reqs.emplace_back();
+    PMPI_Irecv(in + t.offset, int(t.bytes), MPI_BYTE, t.peer, t.tag, h.cart, &reqs.back());
+  }
+  for (const FaceBytes &t : f.send_faces) {
+    reqs.emplace_back();
+    PMPI_Isend(out + t.offset, int(t.bytes), MPI_BYTE, t.peer, t.tag, h.cart, &reqs.back());
+  }
+  const double t1 = MPI_Wtime();
+  PMPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
   if (ok) ok = halo_fused::unpack(f.recv_table, g.data, f.recv, nullptr) == 0;
   g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
   return ok;
@@ -841,6 +877,7 @@ const Variant kVariants[] = {
     {"zero-copy-p2p", false, zero_copy_unavailable, exchange_zero_copy},
 #ifdef TEMPI_HALO_FUSED
     {"hand-fused", false, fused_unavailable, exchange_hand_fused},
+    {"hand-fused-faces", false, fused_unavailable, exchange_hand_fused_faces},
     {"fused-nccl", false, fused_nccl_unavailable, exchange_fused_nccl},
 #endif
 };
@@ -1019,7 +1056,7 @@ void print_header(const Halo &h, const Grid &g, const Options &o) {
 // Where the time of an exchange goes, on rank 0.
 void print_parts(const std::vector<Result> &results) {
   std::printf("\nParts of one exchange on rank 0 (medians): posting (the 52 calls, MPI_Startall, or the whole\n"
-              "MPI_Neighbor_alltoallw; hand-fused: pack kernel and 52 posts; fused-nccl: pack launch and the\n"
+              "MPI_Neighbor_alltoallw; hand-fused: pack kernel and its posts; fused-nccl: pack launch and the\n"
               "NCCL group), MPI_Waitall (hand-fused: and unpack; fused-nccl: unpack launch and the stream\n"
               "synchronization), TEMPI's GPU synchronizations\n");
   std::printf("%-17s %12s %12s %14s\n", "variant", "post us", "waitall us", "syncs/exch");

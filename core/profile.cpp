@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,17 +29,15 @@ double Curve::at(double b) const {
   return y0 * std::pow(y1 / y0, a);
 }
 
-int settle_disturbed(Curve &c, double tolerance) {
-  int lowered = 0;
-  for (size_t i = c.seconds.size(); i-- > 1;) {
-    double &smaller = c.seconds[i - 1];
-    const double larger = c.seconds[i];
-    if (smaller > larger) {
-      lowered += smaller > larger * (1 + tolerance);
-      smaller = larger;
-    }
+std::vector<size_t> slower_than_larger(const Curve &c, double tolerance) {
+  std::vector<size_t> out;
+  double fastest_above = std::numeric_limits<double>::infinity();
+  for (size_t i = c.seconds.size(); i-- > 0;) {
+    if (c.seconds[i] > fastest_above * (1 + tolerance)) out.push_back(i);
+    fastest_above = std::min(fastest_above, c.seconds[i]);
   }
-  return lowered;
+  std::reverse(out.begin(), out.end());
+  return out;
 }
 
 namespace {

@@ -21,13 +21,14 @@ struct Curve {
   bool empty() const { return bytes.empty(); }
 };
 
-// One kernel or copy never takes less time for a larger object of the same shape, so where
-// a measured time exceeds that of a larger size the smaller measurement was disturbed (the
-// other work of a shared GPU, a host stall; seen on an H100 under MPS, 2026-11-25: 64-byte
-// rows unpacked in 45.8, 26.1, 20.5, 17.1 and 15.7 us at 1 KiB to 256 KiB, where the next
-// run took 10 us throughout) and takes the larger size's time. `bytes` ascending. Returns
-// how many times were lowered by more than `tolerance` (a fraction of the new time).
-int settle_disturbed(Curve &c, double tolerance);
+// The sizes of a curve measured more than `tolerance` (a fraction) slower than some larger
+// size: candidates for a disturbed measurement (the other work of a shared GPU, a host
+// stall; on an H100 under MPS, 2026-11-25, 64-byte rows unpacked in 45.8, 26.1, 20.5, 17.1
+// and 15.7 us from 1 KiB to 256 KiB, where the next run took 10 us throughout). Not proof:
+// a larger size may take a faster path (the copy engines took 11.5 us for 16 KiB and 9.1 us
+// for 64 KiB into an H200), so a caller measures a candidate again and keeps the lower
+// time. Indices into `c.bytes`, ascending; `bytes` ascending.
+std::vector<size_t> slower_than_larger(const Curve &c, double tolerance);
 
 // The time of a kernel (or pitched copy) over a 2-D strided object of `block`-byte
 // rows, by object size. `word` is the access width the kernels chose for the rows.

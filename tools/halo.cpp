@@ -493,26 +493,25 @@ bool all_ranks(const Halo &h, bool ok) { return all_ranks(h.cart, ok); }
 // One transfer of a fused exchange: `bytes` bytes at `offset` of a packed buffer, to or
 // from rank `peer` of the Cartesian communicator.
 struct PeerBytes {
-  int peer;
-  int64_t offset, bytes;
-};
-
-// One face's part of the same buffer, and the tag the tempi variant sends it with.
-struct FaceBytes {
   int peer, tag;
   int64_t offset, bytes;
 };
 
+// The tag of a fused baseline's transfer per peer: each pair of ranks exchanges one
+// message a way.
+constexpr int kFusedTag = 1000;
+
 // A fused baseline's box tables (the 26 interior slabs, the 26 ghost regions) and packed
-// buffers, made once (hand-fused: at first use; fused-nccl: before its variant runs). The
-// slabs are grouped by peer, so that each peer gets one transfer, as hand-written codes do.
+// buffers, made once (hand-fused and hand-fused-faces: at first use; fused-nccl: before its
+// variant runs). The slabs are grouped by peer, so that each peer gets one transfer, as
+// hand-written codes do; the same bytes are also listed face by face.
 struct Fused {
   bool tried = false, ok = false;
   void *send_table = nullptr, *recv_table = nullptr;
   void *send = nullptr, *recv = nullptr;  // the packed slabs, back to back
   bool host = false;                      // buffers in pinned host memory, else device memory
-  std::vector<PeerBytes> sends, recvs;    // one per peer, in rank order
-  std::vector<FaceBytes> send_faces, recv_faces;  // the same bytes, one per face
+  std::vector<PeerBytes> sends, recvs;    // one per peer, in rank order (tag kFusedTag)
+  std::vector<PeerBytes> send_faces, recv_faces;  // the same bytes, one per face (its tempi tag)
 };
 
 // Where the grid lives, and how the host reaches it: device memory only through
@@ -529,7 +528,7 @@ struct Grid {
   // zero_copy_prepare (collective) before any variant runs.
   MPI_Comm zero_copy = MPI_COMM_NULL;
   std::string zero_copy_na = "n/a (not prepared)";
-  Fused fused;       // hand-fused (pinned host buffers where the library is not CUDA-aware)
+  Fused fused;       // hand-fused(-faces) (pinned host buffers where the library is not CUDA-aware)
   Fused nccl_fused;  // fused-nccl (always device buffers: NCCL's kernels read and write them)
   // fused-nccl: why it does not run here ("" when it does), set by nccl_prepare (collective)
   // before any variant runs; its NCCL communicator and stream; NCCL_NVLS_ENABLE as found.
@@ -651,12 +650,12 @@ bool exchange_zero_copy(const Halo &h, Grid &g) {
 #ifdef TEMPI_HALO_FUSED
 std::string fused_unavailable(const Grid &g) { return g.on_gpu ? "" : "n/a (no GPU)"; }
 
-// One side's boxes grouped by peer, with one transfer per peer. Sends are ordered by
-// (peer, direction sent), receives by (source, direction its sender sent: recv_tag), so
-// that the k-th slab of a transfer lands in the k-th ghost region of the matching receive
-// even where one rank is several neighbours (few ranks, periodic).
+// One side's boxes grouped by peer, with one transfer per peer and one per face. Sends are
+// ordered by (peer, direction sent), receives by (source, direction its sender sent:
+// recv_tag), so that the k-th slab of a transfer lands in the k-th ghost region of the
+// matching receive even where one rank is several neighbours (few ranks, periodic).
 int64_t lay_out(const Halo &h, bool ghost, std::vector<halo_fused::Box> &boxes, std::vector<PeerBytes> &transfers,
-                std::vector<FaceBytes> &faces) {
+                std::vector<PeerBytes> &faces) {
   std::vector<const Neighbour *> order;
   for (const auto &nb : h.neighbours) order.push_back(&nb);
   std::stable_sort(order.begin(), order.end(), [ghost](const Neighbour *a, const Neighbour *b) {
@@ -668,7 +667,7 @@ int64_t lay_out(const Halo &h, bool ghost, std::vector<halo_fused::Box> &boxes, 
     halo_fused::Box b{};
     box_of(h, nb->d, ghost, b.start, b.sub);  // a ghost region has the extents of the slab it receives
     const int64_t bytes = int64_t(b.sub[0]) * b.sub[1] * b.sub[2] * int64_t(h.elem.bytes);
-    if (transfers.empty() || transfers.back().peer != nb->rank) transfers.push_back({nb->rank, at, 0});
+    if (transfers.empty() || transfers.back().peer != nb->rank) transfers.push_back({nb->rank, kFusedTag, at, 0});
     transfers.back().bytes += bytes;
     faces.push_back({nb->rank, ghost ? nb->recv_tag : nb->send_tag, at, bytes});
     at += bytes;
@@ -692,20 +691,22 @@ bool fused_ready(const Halo &h, Fused &f, bool pinned_host) {
   return f.ok;
 }
 
-bool exchange_hand_fused(const Halo &h, Grid &g) {
+// The fused kernels around the library's transfers of `recvs` and `sends` (members of
+// Fused: per peer or per face).
+using Transfers = std::vector<PeerBytes> Fused::*;
+
+bool exchange_fused(const Halo &h, Grid &g, Transfers recvs, Transfers sends) {
   Fused &f = g.fused;
   bool ok = fused_ready(h, f, !tempi::mpi_is_cuda_aware());
   const double t0 = MPI_Wtime();
   if (ok) ok = halo_fused::pack(f.send_table, g.data, f.send, nullptr) == 0;
-  // One tag for the fused transfers: each pair of ranks exchanges one message a way.
-  constexpr int kFusedTag = 1000;
   MPI_Request reqs[52];
   int k = 0;
   char *in = static_cast<char *>(f.recv), *out = static_cast<char *>(f.send);
-  for (const PeerBytes &t : f.recvs)
-    PMPI_Irecv(in + t.offset, int(t.bytes), MPI_BYTE, t.peer, kFusedTag, h.cart, &reqs[k++]);
-  for (const PeerBytes &t : f.sends)
-    PMPI_Isend(out + t.offset, int(t.bytes), MPI_BYTE, t.peer, kFusedTag, h.cart, &reqs[k++]);
+  for (const PeerBytes &t : f.*recvs)
+    PMPI_Irecv(in + t.offset, int(t.bytes), MPI_BYTE, t.peer, t.tag, h.cart, &reqs[k++]);
+  for (const PeerBytes &t : f.*sends)
+    PMPI_Isend(out + t.offset, int(t.bytes), MPI_BYTE, t.peer, t.tag, h.cart, &reqs[k++]);
   const double t1 = MPI_Wtime();
   PMPI_Waitall(k, reqs, MPI_STATUSES_IGNORE);
   if (ok) ok = halo_fused::unpack(f.recv_table, g.data, f.recv, nullptr) == 0;
@@ -713,28 +714,11 @@ bool exchange_hand_fused(const Halo &h, Grid &g) {
   return ok;
 }
 
+bool exchange_hand_fused(const Halo &h, Grid &g) { return exchange_fused(h, g, &Fused::recvs, &Fused::sends); }
+
 // hand-fused-faces: hand-fused's kernels and buffers, the tempi variant's 52 messages.
 bool exchange_hand_fused_faces(const Halo &h, Grid &g) {
-  Fused &f = g.fused;
-  bool ok = fused_ready(h, f, !tempi::mpi_is_cuda_aware());
-  const double t0 = MPI_Wtime();
-  if (ok) ok = halo_fused::pack(f.send_table, g.data, f.send, nullptr) == 0;
-  std::vector<MPI_Request> reqs;
-  reqs.reserve(f.recv_faces.size() + f.send_faces.size());
-  char *in = static_cast<char *>(f.recv), *out = static_cast<char *>(f.send);
-  for (const FaceBytes &t : f.recv_faces) {
-    reqs.emplace_back();
-    PMPI_Irecv(in + t.offset, int(t.bytes), MPI_BYTE, t.peer, t.tag, h.cart, &reqs.back());
-  }
-  for (const FaceBytes &t : f.send_faces) {
-    reqs.emplace_back();
-    PMPI_Isend(out + t.offset, int(t.bytes), MPI_BYTE, t.peer, t.tag, h.cart, &reqs.back());
-  }
-  const double t1 = MPI_Wtime();
-  PMPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
-  if (ok) ok = halo_fused::unpack(f.recv_table, g.data, f.recv, nullptr) == 0;
-  g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
-  return ok;
+  return exchange_fused(h, g, &Fused::recv_faces, &Fused::send_faces);
 }
 
 void fused_release(Fused &f) {

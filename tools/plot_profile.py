@@ -41,11 +41,14 @@ def read_p2p(path):
             if r["method"] != "auto" and float(r["model_us"]) > 0:
                 rows.append((int(r["bytes"]), int(r["block"]), r["method"], float(r["model_us"]),
                              float(r["tempi_us"])))
+    if not rows:
+        sys.exit(f"{path}: no predictions (model_us is -1 everywhere: bench_p2p ran without a profile?)")
     return rows
 
 
 def predicted_against_measured(ax, rows, title):
     """One point per forced measurement, the diagonal and the band of 25% around it."""
+    rows = [c for c in rows if c[2] != "auto" and c[3] > 0]  # auto has no prediction of its own
     for method in sorted({c[2] for c in rows}):
         pts = [c for c in rows if c[2] == method and c[3] > 0]
         ax.loglog([c[4] for c in pts], [c[3] for c in pts], "o", markersize=4, label=method)

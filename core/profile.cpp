@@ -409,6 +409,92 @@ std::string kernel_table(const KernelTable &t) {
 
 }  // namespace
 
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The median of one field over the runs; `get` returns that field of a run.
+template <typename Get>
+double median_over(const std::vector<Profile> &runs, Get get) {
+  std::vector<double> v;
+  for (const Profile &r : runs) v.push_back(get(r));
+  return median_of(v);
+}
+
+// `out` (a copy of the first run's curve) takes, size by size, the median of the runs'
+// curves that `get` picks; false when a run has other sizes.
+template <typename Get>
+bool median_curve(Curve &out, const std::vector<Profile> &runs, Get get) {
+  for (const Profile &r : runs)
+    if (get(r).bytes != out.bytes) return false;
+  for (size_t i = 0; i < out.seconds.size(); ++i)
+    out.seconds[i] = median_over(runs, [&](const Profile &r) { return get(r).seconds[i]; });
+  return true;
+}
+
+bool median_table(KernelTable &out, const std::vector<Profile> &runs, KernelTable Profile::*table) {
+  for (const Profile &r : runs) {
+    const KernelTable &t = r.*table;
+    if (t.rows.size() != out.rows.size() || t.word_factor.size() != out.word_factor.size()) return false;
+    for (size_t k = 0; k < t.rows.size(); ++k)
+      if (t.rows[k].block != out.rows[k].block || t.rows[k].word != out.rows[k].word) return false;
+    for (size_t k = 0; k < t.word_factor.size(); ++k)
+      if (t.word_factor[k].first != out.word_factor[k].first) return false;
+  }
+  for (size_t k = 0; k < out.rows.size(); ++k)
+    if (!median_curve(out.rows[k].time, runs, [&](const Profile &r) -> const Curve & { return (r.*table).rows[k].time; }))
+      return false;
+  for (size_t k = 0; k < out.word_factor.size(); ++k)
+    out.word_factor[k].second = median_over(runs, [&](const Profile &r) { return (r.*table).word_factor[k].second; });
+  return true;
+}
+
+}  // namespace
+
+std::optional<Profile> median_profile(const std::vector<Profile> &runs, std::string &error) {
+  if (runs.empty()) {
+    error = "no run to combine";
+    return std::nullopt;
+  }
+  Profile m = runs.front();
+  m.launch = median_over(runs, [](const Profile &r) { return r.launch; });
+  m.sync = median_over(runs, [](const Profile &r) { return r.sync; });
+  m.staged_chunk = median_over(runs, [](const Profile &r) { return r.staged_chunk; });
+  for (auto table : {&Profile::pack_device, &Profile::unpack_device, &Profile::pack_host, &Profile::unpack_host})
+    if (!median_table(m.*table, runs, table)) {
+      error = "the runs measured different kernel tables";
+      return std::nullopt;
+    }
+  for (auto curve : {&Profile::copy_to_host, &Profile::copy_to_device, &Profile::mpi_host, &Profile::mpi_host_batched})
+    if (!median_curve(m.*curve, runs, [&](const Profile &r) -> const Curve & { return r.*curve; })) {
+      error = "the runs measured different sizes";
+      return std::nullopt;
+    }
+  for (const Profile &r : runs)
+    if (r.mpi_device.size() != m.mpi_device.size()) {
+      error = "the runs measured different GPU-buffer peers";
+      return std::nullopt;
+    }
+  for (size_t k = 0; k < m.mpi_device.size(); ++k) {
+    for (const Profile &r : runs)
+      if (r.mpi_device[k].peer != m.mpi_device[k].peer) {
+        error = "the runs measured different GPU-buffer peers";
+        return std::nullopt;
+      }
+    if (!median_curve(m.mpi_device[k].time, runs, [&](const Profile &r) -> const Curve & { return r.mpi_device[k].time; }) ||
+        !median_curve(m.mpi_device[k].batched, runs,
+                      [&](const Profile &r) -> const Curve & { return r.mpi_device[k].batched; })) {
+      error = "the runs measured different sizes";
+      return std::nullopt;
+    }
+  }
+  return m;
+}
+
 std::string write_profile(const Profile &p) {
   std::ostringstream o;
   o << "{\n  \"tempi_profile\": " << p.version << ",\n"

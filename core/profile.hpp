@@ -113,6 +113,14 @@ struct Profile {
   const Curve &host_wire(bool batched) const { return batched ? mpi_host_batched : mpi_host; }
 };
 
+// Point by point, the median of profiles measured one after another on one machine with
+// one grid (tempi-measure --repeat): a run disturbed as a whole falls out (on an H100
+// under MPS, 2026-11-25, one run in ten measured Open MPI's GPU-buffer latency at 18 us
+// at every size where the others measured 12.8-15.2). The first run gives what is not
+// measured (machine, date). Nothing, with `error` saying why, when the runs differ in
+// their sizes, blocks, words or peers, or there is no run.
+std::optional<Profile> median_profile(const std::vector<Profile> &runs, std::string &error);
+
 std::string write_profile(const Profile &p);
 // Parses and checks a profile; on failure returns nothing and says why in `error`.
 std::optional<Profile> parse_profile(const std::string &text, std::string &error);

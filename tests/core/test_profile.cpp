@@ -78,6 +78,80 @@ TEST_CASE("a written profile reads back the same", "[profile]") {
   CHECK(write_profile(*back) == text);
 }
 
+TEST_CASE("repeated measurements combine point by point by their median", "[profile]") {
+  using tempi::testing::SyntheticRates;
+  // Three runs: the second disturbed as a whole (every time twice as long), the third a
+  // little slower than the first; the median is the third run's at every point.
+  SyntheticRates quiet, slow, disturbed;
+  slow.launch = 3.3e-6;
+  slow.mpi_host = {2.2e-6, 18e9};
+  slow.mpi_device = {16e-6, 90e9};
+  slow.pack_device = {11e-6, 0.9e12};
+  disturbed.launch = 6e-6;
+  disturbed.mpi_host = {4e-6, 10e9};
+  disturbed.mpi_device = {30e-6, 50e9};
+  disturbed.pack_device = {20e-6, 0.5e12};
+  std::vector<Profile> runs = {synthetic_profile(quiet), synthetic_profile(disturbed), synthetic_profile(slow)};
+  runs[0].date = "first";
+  runs[1].date = "second";
+  const Profile expected = synthetic_profile(slow);
+  std::string error;
+  const std::optional<Profile> m = median_profile(runs, error);
+  REQUIRE(m);
+  CHECK(error.empty());
+  CHECK(m->date == "first");  // what is not measured comes from the first run
+  CHECK(m->launch == Approx(slow.launch));
+  CHECK(m->mpi_host.seconds == expected.mpi_host.seconds);
+  CHECK(m->mpi_device[0].time.seconds == expected.mpi_device[0].time.seconds);
+  CHECK(m->mpi_device[0].batched.seconds == expected.mpi_device[0].batched.seconds);
+  for (size_t k = 0; k < m->pack_device.rows.size(); ++k)
+    CHECK(m->pack_device.rows[k].time.seconds == expected.pack_device.rows[k].time.seconds);
+  // Two runs: each point the mean of the two middle values.
+  const std::optional<Profile> two = median_profile({runs[0], runs[2]}, error);
+  REQUIRE(two);
+  CHECK(two->mpi_host.seconds.back() ==
+        Approx((runs[0].mpi_host.seconds.back() + runs[2].mpi_host.seconds.back()) / 2));
+  // The median of one run is that run.
+  const std::optional<Profile> one = median_profile({runs[1]}, error);
+  REQUIRE(one);
+  CHECK(write_profile(*one) == write_profile(runs[1]));
+}
+
+TEST_CASE("repeated measurements of different grids do not combine", "[profile]") {
+  std::vector<Profile> runs = {synthetic_profile(), synthetic_profile()};
+  std::string error;
+  SECTION("no run") {
+    CHECK_FALSE(median_profile({}, error));
+    CHECK(error == "no run to combine");
+  }
+  SECTION("another size") {
+    runs[1].mpi_host.bytes.back() *= 2;
+    CHECK_FALSE(median_profile(runs, error));
+    CHECK(error == "the runs measured different sizes");
+  }
+  SECTION("another block size") {
+    runs[1].unpack_host.rows[1].block = 128;
+    CHECK_FALSE(median_profile(runs, error));
+    CHECK(error == "the runs measured different kernel tables");
+  }
+  SECTION("a kernel row with fewer sizes") {
+    runs[1].pack_device.rows[0].time.bytes.pop_back();
+    runs[1].pack_device.rows[0].time.seconds.pop_back();
+    CHECK_FALSE(median_profile(runs, error));
+    CHECK(error == "the runs measured different kernel tables");
+  }
+  SECTION("another peer") {
+    runs[1].mpi_device[0].peer = PeerClass::SameGpu;
+    CHECK_FALSE(median_profile(runs, error));
+    CHECK(error == "the runs measured different GPU-buffer peers");
+  }
+  SECTION("a library that was CUDA-aware in one run only") {
+    runs[1].mpi_device.clear();
+    CHECK_FALSE(median_profile(runs, error));
+    CHECK(error == "the runs measured different GPU-buffer peers");
+  }
+}
+
 TEST_CASE("names with quotes and control characters survive the round trip", "[profile]") {
   Profile p = synthetic_profile();
   p.machine.gpu = "GPU \"quoted\" \\ back\tslash";

@@ -1,6 +1,6 @@
 // tempi-measure: measures this machine once for TEMPI's performance model (docs/model.md)
 // and writes the system profile that TEMPI reads at start-up.
-//   mpiexec -n 2 tempi-measure [--quick] [--max-bytes N] [--output FILE] [--no-check]
+//   mpiexec -n 2 tempi-measure [--quick] [--repeat N] [--max-bytes N] [--output FILE] [--no-check]
 // Two ranks: one GPU each where there are two (the usual placement), or both on one GPU.
 // Both ranks time the MPI library between pinned host buffers and, where it is
 // CUDA-aware, between GPU buffers; then rank 0 times the GPU steps alone (pack and unpack
@@ -56,12 +56,14 @@ struct Options {
   int64_t max_bytes = 0;  // 0: 4 MiB with --quick, else 64 MiB
   std::string output;     // empty: the per-user cache file for this machine
   bool check = true;      // the end-to-end comparison with the model
+  int repeat = 1;         // whole measurements, combined point by point by their median
 };
 
 void usage() {
   std::printf(
       "usage: mpiexec -n 2 tempi-measure [options]\n"
       "  --quick        fewer block sizes, object sizes and repetitions (about a minute)\n"
+      "  --repeat N     measure N times (1-9) and keep each point's median over the runs (default 1)\n"
       "  --max-bytes N  largest object and message measured (default 64 MiB, 4 MiB with --quick)\n"
       "  --output FILE  where the profile goes (default: the per-user cache file TEMPI looks for)\n"
       "  --no-check     skip the end-to-end comparison of the model with messages through TEMPI\n"
@@ -81,6 +83,11 @@ std::string parse(int argc, char **argv, Options &o) {
       char *end = nullptr;
       o.max_bytes = std::strtoll(argv[++i], &end, 10);
       if (*end || o.max_bytes < 4096) return "--max-bytes needs a number of at least 4096";
+    } else if (a == "--repeat" && i + 1 < argc) {
+      char *end = nullptr;
+      const long n = std::strtol(argv[++i], &end, 10);
+      if (*end || n < 1 || n > 9) return "--repeat needs a number from 1 to 9";
+      o.repeat = int(n);
     } else if (a == "--output" && i + 1 < argc) {
       o.output = argv[++i];
     } else if (a == "--help" || a == "-h") {
@@ -290,8 +297,9 @@ std::vector<int64_t> sizes_for_block(const Grid &grid, int64_t block) {
 }
 
 // Rows where timing a size again took more than a quarter less than the first timing, for
-// the summary: "unpack_device, rows of 64 B: 3 of 9 sizes".
+// the summary: "unpack_device, rows of 64 B: 3 of 9 sizes" ("run 2: ..." under --repeat).
 std::vector<std::string> g_disturbed;
+std::string g_run_label;
 
 // The sizes of `c` measured more than a quarter slower than a larger size are timed again
 // (`time_size`) and keep the lower time: a passing disturbance goes, while a faster path
@@ -304,7 +312,7 @@ void retime_disturbed(Curve &c, const std::string &what, const std::function<dou
     c.seconds[i] = std::min(c.seconds[i], again);
   }
   if (lowered > 0)
-    g_disturbed.push_back(what + ": " + std::to_string(lowered) + " of " + std::to_string(c.bytes.size()) + " sizes");
+    g_disturbed.push_back(g_run_label + what + ": " + std::to_string(lowered) + " of " + std::to_string(c.bytes.size()) + " sizes");
 }
 
 KernelTable measure_kernels(GpuBuffers &g, const Grid &grid, Direction d) {
@@ -707,25 +715,16 @@ void print_checks(const std::vector<CheckRow> &rows) {
 
 // ---------------------------------------------------------------- main
 
-int run(const Options &o) {
+// One whole measurement: the library's curves with both ranks, then the GPU's own parts on
+// rank 0 (rank 1's profile holds its MPI curves only).
+Profile measure(const Options &o, const Grid &grid, bool gpu, bool aware) {
   Backend &b = gpu_backend();
-  const bool gpu = b.has_gpu();
-  const bool aware = mpi_is_cuda_aware();
-  const Grid grid = grid_for(o);
   Profile p;
   p.machine = this_machine();
   p.driver = driver_version();
   p.date = utc_now();
   p.cuda_aware = aware;
   p.measured_peer = measured_peer();
-
-  const int gpu_steps = [&] {
-    int n = 1 + 2 * int(grid.copy_sizes.size());
-    for (int64_t block : grid.blocks) n += 4 * int(sizes_for_block(grid, block).size());
-    return n + 4 * 5 + 4;
-  }();
-  if (gpu) g_progress.plan(gpu_steps + (o.check ? check_steps(o, aware) : 0));
-  g_progress.plan(kMpiRounds * int(grid.mpi_sizes.size() + grid.batch_sizes.size()) * (gpu && aware ? 3 : 1));
 
   {  // the MPI library between pinned host buffers (plain host memory without a GPU)
     Scratch pinned;
@@ -777,6 +776,37 @@ int run(const Options &o) {
     p.staged_chunk = measure_staged_chunk(g, grid, p);
   }
   MPI_Barrier(MPI_COMM_WORLD);  // rank 1 waited: the GPU was rank 0's alone
+  return p;
+}
+
+int run(const Options &o) {
+  Backend &b = gpu_backend();
+  const bool gpu = b.has_gpu();
+  const bool aware = mpi_is_cuda_aware();
+  const Grid grid = grid_for(o);
+
+  const int gpu_steps = [&] {
+    int n = 1 + 2 * int(grid.copy_sizes.size());
+    for (int64_t block : grid.blocks) n += 4 * int(sizes_for_block(grid, block).size());
+    return n + 4 * 5 + 4;
+  }();
+  const int mpi_steps = kMpiRounds * int(grid.mpi_sizes.size() + grid.batch_sizes.size()) * (gpu && aware ? 3 : 1);
+  g_progress.plan(o.repeat * (mpi_steps + (gpu ? gpu_steps : 0)) + (gpu && o.check ? check_steps(o, aware) : 0));
+
+  // A shift that lasts a whole measurement (a slow minute of a shared GPU or host) is not
+  // cured by rounds within it; the median of whole runs drops such a run.
+  std::vector<Profile> runs;
+  for (int r = 0; r < o.repeat; ++r) {
+    if (o.repeat > 1) g_run_label = "run " + std::to_string(r + 1) + ": ";
+    runs.push_back(measure(o, grid, gpu, aware));
+  }
+  Profile p = runs.front();
+  if (o.repeat > 1 && g_rank == 0) {
+    std::string error;
+    std::optional<Profile> combined = median_profile(runs, error);
+    if (!combined) fail("the repeated measurements do not combine: " + error);
+    p = std::move(*combined);
+  }
 
   std::vector<CheckRow> checks;
   DecisionCost decisions;
@@ -815,6 +845,7 @@ int run(const Options &o) {
   std::printf("tempi-measure: %s, driver %s, %s (%s CUDA-aware), peer %s, %s\n", p.machine.gpu.c_str(),
               p.driver.c_str(), p.machine.mpi_library.c_str(), aware ? "is" : "not", to_string(p.measured_peer),
               p.date.c_str());
+  if (o.repeat > 1) std::printf("  each point the median of %d whole measurements\n", o.repeat);
   if (gpu) {
     std::printf("  launch %.2f us, synchronization %.2f us, staged method %.2f us a chunk\n", p.launch * 1e6,
                 p.sync * 1e6, p.staged_chunk * 1e6);

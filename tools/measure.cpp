@@ -433,11 +433,18 @@ void measure_floor(GpuBuffers &g, const Grid &grid, Profile &p) {
 // Each size is measured in kMpiRounds rounds that take turns over the sizes, so that a
 // disturbance of a second or two reaches a few runs of every size instead of every run of
 // a few sizes (a shift that lasts the whole measurement stays: then measure again). Per
-// size, `most` timed runs (fewer for large messages: about 64 MiB a size, at least 5),
-// shared out between the rounds, each round's after one untimed run, each run after a
-// barrier; the median of them all. A run moves `messages` messages of that size and
-// returns the seconds one of them took.
+// size, `most` timed runs (fewer for large messages: about 64 MiB a size, but at least
+// kMinMpiRuns), shared out between the rounds, each round's after kUntimedMpiRuns untimed
+// ones, each run after a barrier; the median of them all. A run moves `messages` messages
+// of that size and returns the seconds one of them took.
+// Large messages need the floor and the untimed runs: on one H200 host (2026-11-28) MPICH's
+// 16 MiB ping-pong, taken as the median of 5 runs each round's after one untimed run, came
+// out at 2.8-3.7 ms in six measurements of seven, where 40 runs after 5 untimed ones took
+// 1.8-2.0 ms, close to what TEMPI's own 16 MiB messages found (the model then predicted
+// those 1.25-1.46x too slow). The cost is small: 21 round trips of the largest size a curve.
 constexpr int kMpiRounds = 3;
+constexpr int kMinMpiRuns = 15;
+constexpr int kUntimedMpiRuns = 2;
 
 Curve mpi_curve(const std::vector<int64_t> &sizes, const char *stage, int messages, int most,
                 const std::function<double(int64_t)> &run) {
@@ -446,12 +453,12 @@ Curve mpi_curve(const std::vector<int64_t> &sizes, const char *stage, int messag
     for (size_t k = 0; k < sizes.size(); ++k) {
       const int64_t bytes = sizes[k];
       // the same count on both ranks
-      const int reps = int(std::clamp<int64_t>((int64_t(64) << 20) / (messages * bytes), 5, most));
+      const int reps = int(std::clamp<int64_t>((int64_t(64) << 20) / (messages * bytes), kMinMpiRuns, most));
       const int per_round = reps / kMpiRounds + (round < reps % kMpiRounds);
-      for (int i = 0; i < per_round + 1; ++i) {
+      for (int i = 0; i < per_round + kUntimedMpiRuns; ++i) {
         MPI_Barrier(MPI_COMM_WORLD);
         const double seconds = run(bytes);
-        if (i >= 1) samples[k].push_back(seconds);
+        if (i >= kUntimedMpiRuns) samples[k].push_back(seconds);
       }
       g_progress.step(stage);
     }

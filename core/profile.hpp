@@ -145,7 +145,7 @@ ProfileChoice find_profile(const std::string &named, const MachineIdentity &here
                            const std::function<const char *(const char *)> &env);
 
 // The process's profile, read by the model. Two kinds of install: TEMPI's own start-up
-// lookup (pmpi/runtime.cpp), and a program that installs a profile itself (tempi-measure
+// lookup (pmpi/base/runtime.cpp), and a program that installs a profile itself (tempi-measure
 // the one it wrote, tests a synthetic one). The program's stands whichever comes first:
 // TEMPI starts lazily, at its first intercepted call, so its lookup may come after the
 // program's install and must not undo it; a later program install replaces an earlier

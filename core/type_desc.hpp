@@ -1,7 +1,7 @@
 // A plain description of an MPI datatype, mirroring its constructor (the MPI
 // "combiner") and the arguments MPI_Type_get_contents returns. It is the input of
 // translation and knows nothing of MPI itself, so core/ builds and tests without
-// mpi.h. pmpi/describe.cpp fills it from a real MPI datatype; the builders below
+// mpi.h. pmpi/base/describe.cpp fills it from a real MPI datatype; the builders below
 // fill it in tests, computing lower bound and extent by the MPI standard's rules.
 #pragma once
 

@@ -31,7 +31,7 @@
 
 #include "bench_header.hpp"
 #include "gpu_select.hpp"
-#include "runtime.hpp"
+#include "base/runtime.hpp"
 
 namespace bench_alltoallw {
 struct Box {

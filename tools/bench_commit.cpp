@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "type_cache.hpp"
+#include "base/type_cache.hpp"
 #include "help.hpp"
 
 namespace {

@@ -42,9 +42,9 @@
 #include "bench_header.hpp"
 #include "gpu_select.hpp"
 #include "help.hpp"
-#include "runtime.hpp"
+#include "base/runtime.hpp"
 #include "tempi.h"
-#include "zero_copy_p2p.hpp"
+#include "zero_copy/zero_copy_p2p.hpp"
 
 namespace {
 

@@ -27,14 +27,14 @@
 
 #include "backend.hpp"
 #include "gpu_select.hpp"
-#include "runtime.hpp"
+#include "base/runtime.hpp"
 #include "tempi.h"
 #include "config.hpp"
 #include "help.hpp"
 #include "method.hpp"
-#include "peers.hpp"
+#include "base/peers.hpp"
 #include "profile.hpp"
-#include "type_cache.hpp"
+#include "base/type_cache.hpp"
 
 namespace {
 

@@ -44,7 +44,7 @@
 #include "backend.hpp"
 #include "bench_header.hpp"
 #include "gpu_select.hpp"
-#include "runtime.hpp"
+#include "base/runtime.hpp"
 
 // tools/bench_pack_sequence_kernels.cu (plain types and an opaque table).
 namespace bench_pack_sequence {

@@ -11,7 +11,7 @@
 
 #include "backend.hpp"
 #include "gpu_select.hpp"
-#include "type_cache.hpp"
+#include "base/type_cache.hpp"
 #include "help.hpp"
 
 int main(int argc, char **argv) {

@@ -60,10 +60,10 @@
 #include "backend.hpp"
 #include "bench_header.hpp"
 #include "gpu_select.hpp"
-#include "messages.hpp"  // requested_method (restored after --methods)
-#include "runtime.hpp"
+#include "p2p/messages.hpp"  // requested_method (restored after --methods)
+#include "base/runtime.hpp"
 #include "tempi.h"          // TEMPIX_Comm_enable_zero_copy (the zero-copy-p2p variant)
-#include "zero_copy_p2p.hpp"  // tempi::p2p_counts: how many of its sends went by zero-copy
+#include "zero_copy/zero_copy_p2p.hpp"  // tempi::p2p_counts: how many of its sends went by zero-copy
 
 #ifdef TEMPI_HALO_FUSED
 // tools/halo_fused_kernels.cu (0 = success, else a CUDA error code).

@@ -37,9 +37,9 @@
 #include "gpu_select.hpp"
 #include "host_packer.hpp"
 #include "method.hpp"
-#include "peers.hpp"
+#include "base/peers.hpp"
 #include "profile.hpp"
-#include "runtime.hpp"
+#include "base/runtime.hpp"
 #include "tempi.h"
 
 namespace {
@@ -526,7 +526,7 @@ Curve self_message(char *buf, const std::vector<int64_t> &sizes, int64_t half, c
 }
 
 // The placement the profile is measured in, named as TEMPI names the peer of a message
-// (pmpi/peers.hpp), so that a profile's curve is looked up by the rule that recorded it.
+// (pmpi/base/peers.hpp), so that a profile's curve is looked up by the rule that recorded it.
 // TEMPI learns the world's placement at its first collective with buffers on
 // MPI_COMM_WORLD: this one.
 PeerClass measured_peer() {

@@ -16,9 +16,9 @@
 
 #include "backend.hpp"
 #include "config.hpp"
-#include "gpu_sharing.hpp"
+#include "base/gpu_sharing.hpp"
 #include "profile.hpp"
-#include "runtime.hpp"
+#include "base/runtime.hpp"
 #include "tempi.h"
 
 namespace {
@@ -73,7 +73,7 @@ void print_peer_access(tempi::Backend &b) {
 }
 
 // Per GPU: MPS, and the other processes of this user running TEMPI on it now (TEMPI's
-// registry, pmpi/gpu_sharing.hpp). Sharing without MPS makes every synchronization wait
+// registry, pmpi/base/gpu_sharing.hpp). Sharing without MPS makes every synchronization wait
 // for a time slice (docs/using.md, "Ranks that share a GPU").
 void print_sharing(tempi::Backend &b) {
   for (int d = 0; d < b.device_count(); ++d) {
@@ -213,9 +213,9 @@ std::vector<std::string> loaded_objects(const ElfFile &program, const std::strin
 std::vector<std::string> wrapped_calls() {
   return {
 #define TEMPI_WRAPPED(fn) #fn,
-#include "wrapped.def"
+#include "base/wrapped.def"
 #if MPI_VERSION >= 4
-#include "wrapped_mpi4.def"
+#include "base/wrapped_mpi4.def"
 #endif
 #undef TEMPI_WRAPPED
   };

@@ -1,4 +1,4 @@
-// Collectives with GPU buffers (pmpi/collectives.hpp): every collective that takes a buffer,
+// Collectives with GPU buffers (pmpi/coll/collectives.hpp): every collective that takes a buffer,
 // blocking and nonblocking, against the MPI library's own result on host copies of the
 // same data (PMPI_ calls on host memory), byte for byte, whole buffers included (the
 // bytes between blocks must stay as they were). Random derived types per peer (the

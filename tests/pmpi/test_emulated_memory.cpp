@@ -30,7 +30,7 @@
 #include "backend.hpp"
 #include "host_packer.hpp"
 #include "p2p_support.hpp"
-#include "type_cache.hpp"
+#include "base/type_cache.hpp"
 
 extern char **environ;
 

@@ -1,4 +1,4 @@
-// TEMPI's per-user registry of processes and the GPUs they use (pmpi/gpu_sharing.hpp),
+// TEMPI's per-user registry of processes and the GPUs they use (pmpi/base/gpu_sharing.hpp),
 // which the start-up warning and tempi-info read: live entries of other processes count,
 // this process's own does not, a dead process's entry is removed, another GPU's is not
 // counted.
@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string>
 
-#include "gpu_sharing.hpp"
+#include "base/gpu_sharing.hpp"
 
 namespace {
 

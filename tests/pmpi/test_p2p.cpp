@@ -1,4 +1,4 @@
-// Point-to-point behaviour on two ranks (pmpi/wrap_p2p.cpp, wrap_completion.cpp).
+// Point-to-point behaviour on two ranks (pmpi/api/wrap_p2p.cpp, wrap_completion.cpp).
 // One source, built four ways (tests/meson.build):
 //   P2P_HOST_BUFFERS, without TEMPI   what the MPI library itself does (the reference)
 //   P2P_HOST_BUFFERS, with TEMPI      must behave identically: host buffers pass through
@@ -21,7 +21,7 @@
 #include "p2p_main.hpp"
 #include "p2p_support.hpp"
 #if !defined(P2P_HOST_BUFFERS)
-#include "messages.hpp"
+#include "p2p/messages.hpp"
 #include "tempi.h"
 #endif
 
@@ -911,7 +911,7 @@ TEST_CASE("many different calls at once recall their decisions", "[p2p][memo]") 
   release(l);
 }
 
-// A repeated call takes its decision from its thread's kept ones (pmpi/messages.cpp, "Repeated
+// A repeated call takes its decision from its thread's kept ones (pmpi/p2p/messages.cpp, "Repeated
 // calls") until something the decision rests on changes: the type (freed, and made again with
 // another layout, often under the same handle), the method, the communicator. Every message is
 // checked byte for byte; each rank counts its own decisions (one per exchange: rank 0 sends,

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backend.hpp"
-#include "local_work.hpp"
+#include "p2p/local_work.hpp"
 #if !defined(P2P_REAL_GPU)
 #include "emulated_faults.hpp"
 #endif

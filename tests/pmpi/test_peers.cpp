@@ -1,4 +1,4 @@
-// The peer of a point-to-point message (pmpi/peers.hpp), on the emulated GPU with a
+// The peer of a point-to-point message (pmpi/base/peers.hpp), on the emulated GPU with a
 // profile whose device-buffer curves differ by placement (synthetic_profile.hpp's
 // placements_profile) and a library declared CUDA-aware:
 //   - before any collective on MPI_COMM_WORLD every peer is Unknown, and point-to-point
@@ -23,9 +23,9 @@
 
 #include "backend.hpp"
 #include "config.hpp"
-#include "messages.hpp"
-#include "peers.hpp"
-#include "runtime.hpp"
+#include "p2p/messages.hpp"
+#include "base/peers.hpp"
+#include "base/runtime.hpp"
 #include "synthetic_profile.hpp"
 
 namespace tempi {

@@ -1,4 +1,4 @@
-// Persistent point-to-point requests on GPU buffers (pmpi/persistent.hpp): MPI_Send_init,
+// Persistent point-to-point requests on GPU buffers (pmpi/p2p/persistent.hpp): MPI_Send_init,
 // MPI_Ssend_init, MPI_Bsend_init, MPI_Rsend_init and MPI_Recv_init started 100 times with
 // the send buffer changed between starts, MPI_Startall, every completion call (a completed
 // persistent request stays, inactive), inactive requests in completion calls,

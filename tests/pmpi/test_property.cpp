@@ -15,7 +15,7 @@
 #include "host_packer.hpp"
 #include "mpi_types.hpp"
 #include "random_type.hpp"
-#include "type_cache.hpp"
+#include "base/type_cache.hpp"
 
 using namespace tempi;
 

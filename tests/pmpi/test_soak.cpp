@@ -26,10 +26,10 @@
 #include "backend.hpp"
 #include "mpi_types.hpp"
 #include "random_type.hpp"
-#include "requests.hpp"
+#include "base/requests.hpp"
 #include "soak_support.hpp"
 #include "tempi.h"
-#include "type_cache.hpp"
+#include "base/type_cache.hpp"
 #if defined(P2P_REAL_GPU)
 #include "gpu_select.hpp"
 #endif

@@ -7,9 +7,9 @@
 
 #include "mpi_types.hpp"
 #include "random_type.hpp"
-#include "describe.hpp"
-#include "runtime.hpp"
-#include "type_cache.hpp"
+#include "base/describe.hpp"
+#include "base/runtime.hpp"
+#include "base/type_cache.hpp"
 #include "type_plan.hpp"
 
 using namespace tempi;

@@ -1,4 +1,4 @@
-// Zero-copy collectives (pmpi/zero_copy.hpp): blocking MPI_Alltoallw, MPI_Alltoallv,
+// Zero-copy collectives (pmpi/zero_copy/zero_copy.hpp): blocking MPI_Alltoallw, MPI_Alltoallv,
 // MPI_Neighbor_alltoallw and the calls with one count for every peer (MPI_Alltoall,
 // MPI_Allgather(v), MPI_Neighbor_alltoall, MPI_Neighbor_allgather(v)) on GPU buffers, byte
 // for byte against the MPI library's own call
@@ -27,7 +27,7 @@
 
 #include "backend.hpp"
 #include "zero_copy_support.hpp"
-#include "zero_copy.hpp"
+#include "zero_copy/zero_copy.hpp"
 #if defined(P2P_REAL_GPU)
 #include "gpu_select.hpp"
 #else

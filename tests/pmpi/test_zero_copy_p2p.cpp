@@ -1,4 +1,4 @@
-// Zero-copy point-to-point (pmpi/zero_copy_p2p.hpp) on a communicator where it was enabled
+// Zero-copy point-to-point (pmpi/zero_copy/zero_copy_p2p.hpp) on a communicator where it was enabled
 // (TEMPIX_Comm_enable_zero_copy): every received byte against the MPI library's own
 // MPI_Pack/MPI_Unpack of host shadows of the same buffers, and counted: nonblocking GPU
 // sends to ranks of the node must go by zero-copy (unless TEMPI_IPC=off, or below
@@ -29,12 +29,12 @@
 #include <vector>
 
 #include "backend.hpp"
-#include "messages.hpp"
+#include "p2p/messages.hpp"
 #include "profile.hpp"
-#include "runtime.hpp"
+#include "base/runtime.hpp"
 #include "zero_copy_support.hpp"
 #include "tempi.h"
-#include "zero_copy_p2p.hpp"
+#include "zero_copy/zero_copy_p2p.hpp"
 #if defined(P2P_REAL_GPU)
 #include "gpu_select.hpp"
 // tests/gpu/default_stream_writer.cu

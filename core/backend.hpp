@@ -28,7 +28,7 @@ struct Scratch {
   std::shared_ptr<void> owner;
 };
 
-// The end of a piece of asynchronous GPU work (DESIGN.md, "Many messages at once"),
+// The end of a piece of asynchronous GPU work (docs/design.md, "Many messages in flight (the engine)"),
 // holding what that work uses (device temporaries) until it is released. A default
 // (empty) Fence is complete.
 struct Fence {

@@ -1,5 +1,5 @@
-// Which way packed GPU data moves in a point-to-point call (DESIGN.md, "Moving packed
-// data", "The performance model"). choose_transfer() is the single decision point: with
+// Which way packed GPU data moves in a point-to-point call (docs/design.md,
+// "Point-to-point"; docs/model.md, "The model"). choose_transfer() is the single decision point: with
 // a measured profile (profile.hpp) it predicts each method's time and takes the fastest;
 // without one it applies built-in rules measured on two H200s.
 #pragma once

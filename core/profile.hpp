@@ -1,4 +1,4 @@
-// The measured system profile (DESIGN.md, "The performance model"): what tempi-measure
+// The measured system profile (docs/model.md): what tempi-measure
 // found on one machine (one GPU model, one MPI library), written once as versioned JSON
 // and read at start-up. The model in method.cpp predicts each method's time from it.
 // Plain C++: no MPI, no CUDA, so the parser and the model are tested anywhere.

@@ -1,7 +1,7 @@
 // Where the peer of a point-to-point message runs (core/profile.hpp's PeerClass: the same
 // GPU, another GPU of this node, another node), so that the model predicts the device
-// method with the library's measured time for that placement (DESIGN.md, "The performance
-// model"; docs/model.md, "The peer of a message").
+// method with the library's measured time for that placement (docs/model.md, "The model"
+// and "The peer of a message").
 //
 // Knowing it takes communication, and a point-to-point call must never start any: the
 // peer may not be in an MPI call at all. So TEMPI learns the placement of every rank of

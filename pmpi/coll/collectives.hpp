@@ -1,4 +1,4 @@
-// Collectives on GPU buffers (DESIGN.md, "Collectives"). One application collective
+// Collectives on GPU buffers (docs/design.md, "Collectives and persistent requests"). One application collective
 // stays one collective of the MPI library on the application's communicator:
 //
 //   1. each buffer argument of this rank that holds GPU data becomes a Side: its blocks

@@ -108,7 +108,7 @@ class PeerMapping {
 // Device scratch for the typed-to-typed moves `jobs`, one allocation for all (Backend::
 // move_async moves the pairs that do not go in one pass through it). Where that much device
 // memory cannot be had the jobs get none, and move_pairs moves the pairs that need it one at
-// a time (DESIGN.md: a failed GPU allocation falls back rather than fails the call).
+// a time (docs/design.md, "Bad arguments, faults and sanitizers": a failed GPU allocation falls back rather than fails the call).
 void lend_scratch(std::vector<PairJob> &jobs, Scratch &scratch);
 // Backend::move_async of `jobs` (on the current GPU); where a pair needs scratch that it has
 // not, every pair moves alone, each through scratch of its own size where it needs it, and

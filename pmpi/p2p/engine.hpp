@@ -1,5 +1,5 @@
-// The progress engine for many messages in flight (DESIGN.md, "Many messages at
-// once"). A nonblocking send of GPU data does not wait for the GPU: it queues its pack
+// The progress engine for many messages in flight (docs/design.md, "Many messages in
+// flight (the engine)"). A nonblocking send of GPU data does not wait for the GPU: it queues its pack
 // and returns a generalized request. Queued packs are issued together (one batch, small
 // strided objects in one fused launch) at the next call that needs them, and each
 // message is posted to the MPI library, in the order the application started them, as

@@ -1,5 +1,5 @@
-// One point-to-point message on a GPU buffer, as the MPI library sees it (DESIGN.md,
-// "Moving packed data"). A send packs the user's data and hands the MPI library the
+// One point-to-point message on a GPU buffer, as the MPI library sees it (docs/design.md,
+// "Point-to-point"). A send packs the user's data and hands the MPI library the
 // packed bytes; a receive hands it a staging buffer and unpacks once the data is in.
 // On the wire each application message stays one message on the application's
 // communicator and tag, holding exactly the bytes MPI_Pack would produce, so any

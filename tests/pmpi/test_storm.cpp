@@ -1,4 +1,4 @@
-// Many nonblocking point-to-point requests at once (DESIGN.md, "Many messages at once"):
+// Many nonblocking point-to-point requests at once (docs/design.md, "Many messages in flight (the engine)"):
 // storms of requests on mixed datatypes and memory completed by one completion call,
 // buffer reuse after completion, the non-overtaking rule, progress of a send while its
 // sender blocks in another call, MPI_Request_free, MPI_Cancel, MPI_Request_get_status,

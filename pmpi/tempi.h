@@ -31,6 +31,12 @@ int TEMPIX_Set_method(const char *method);
  * call (a persistent one included). */
 int TEMPIX_Comm_enable_zero_copy(MPI_Comm comm, int enable, int *enabled);
 
+/* The value of TEMPI's counter `name` in this process (docs/using.md, "Counters", lists
+ * them): how many sends went by zero-copy, how many point-to-point decisions were made or
+ * recalled, ... A counter whose mechanism this process has not used reads 0. Returns
+ * MPI_SUCCESS, or MPI_ERR_ARG (and *value 0) for a name TEMPI does not keep. */
+int TEMPIX_Counter(const char *name, unsigned long long *value);
+
 #ifdef __cplusplus
 }
 #endif

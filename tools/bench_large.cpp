@@ -44,7 +44,6 @@
 #include "help.hpp"
 #include "base/runtime.hpp"
 #include "tempi.h"
-#include "zero_copy/zero_copy_p2p.hpp"
 
 namespace {
 
@@ -389,10 +388,12 @@ Case run_case(const std::string &shape, int n, int rank, MPI_Comm zero_copy, con
       continue;
     }
     Trip t{zc ? zero_copy : MPI_COMM_WORLD, b->send, b->recv, send_count, recv_count, send_type, recv_type};
-    const uint64_t reads_before = tempi::p2p_counts().reads;
+    unsigned long long reads_before = 0, reads_after = 0;
+    TEMPIX_Counter("p2p.zero_copy_reads", &reads_before);
     c.results.push_back(measure(name, o, *b, typed_expected, [&] { return round_trip(t, rank); }));
     if (zc) {  // a zero-copy variant whose messages took the pack path must not pass for one
-      long long read[2] = {(long long)(tempi::p2p_counts().reads - reads_before), 0}, all[2] = {0, 0};
+      TEMPIX_Counter("p2p.zero_copy_reads", &reads_after);
+      long long read[2] = {(long long)(reads_after - reads_before), 0}, all[2] = {0, 0};
       read[1] = o.warmup + o.iters + 1;  // trips, each one message to this rank
       MPI_Allreduce(read, all, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
       if (all[0] != all[1])

@@ -62,8 +62,7 @@
 #include "gpu_select.hpp"
 #include "p2p/messages.hpp"  // requested_method (restored after --methods)
 #include "base/runtime.hpp"
-#include "tempi.h"          // TEMPIX_Comm_enable_zero_copy (the zero-copy-p2p variant)
-#include "zero_copy/zero_copy_p2p.hpp"  // tempi::p2p_counts: how many of its sends went by zero-copy
+#include "tempi.h"          // TEMPIX_Comm_enable_zero_copy (the zero-copy-p2p variant), TEMPIX_Counter
 
 #ifdef TEMPI_HALO_FUSED
 // tools/halo_fused_kernels.cu (0 = success, else a CUDA error code).
@@ -877,12 +876,19 @@ struct Result {
   double post_us = 0, wait_us = 0, syncs = 0;
   long long checked = 0, wrong = 0;
   // Over every exchange of the variant (warm-up, timed, verification), summed over ranks:
-  // its sends, and those that went by zero-copy point-to-point (tempi::p2p_counts).
+  // its sends, and those that went by zero-copy point-to-point (counter p2p.zero_copy_sends).
   long long sends = 0, zero_copy_sends = 0;
   // Over the timed exchanges, summed over ranks: TEMPI's decisions on GPU buffers, and those
-  // a repeated call took from its thread's kept ones (tempi::decision_counts).
+  // a repeated call took from its thread's kept ones (counters p2p.decisions_*).
   long long decisions = 0, recalled = 0;
 };
+
+// TEMPI's counter `name` in this process (TEMPIX_Counter; 0 without TEMPI's counters).
+long long counter(const char *name) {
+  unsigned long long v = 0;
+  TEMPIX_Counter(name, &v);
+  return (long long)v;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -903,13 +909,13 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
   const int iters = v.capped ? std::min(o.iters, o.baseline_iters) : o.iters;
   res.iters = iters;
 
-  const uint64_t zero_copy_before = tempi::p2p_counts().sends;
+  const long long zero_copy_before = counter("p2p.zero_copy_sends");
   bool ok = g.upload(initial);
   for (int i = 0; i < warmup; ++i) ok &= v.run(h, g);
   std::vector<double> local(static_cast<size_t>(iters)), worst(static_cast<size_t>(iters));
   std::vector<double> posts(static_cast<size_t>(iters)), waits(static_cast<size_t>(iters));
-  const uint64_t syncs_before = tempi::gpu_backend().synchronizations();
-  const tempi::DecisionCounts decided_before = tempi::decision_counts();
+  const long long syncs_before = counter("gpu.synchronizations");
+  const long long made_before = counter("p2p.decisions_made"), recalled_before = counter("p2p.decisions_recalled");
   for (int i = 0; i < iters; ++i) {
     MPI_Barrier(h.cart);
     const double t0 = MPI_Wtime();
@@ -918,8 +924,9 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
     posts[size_t(i)] = g_parts.post_us;
     waits[size_t(i)] = g_parts.wait_us;
   }
-  res.syncs = iters ? double(tempi::gpu_backend().synchronizations() - syncs_before) / iters : 0;
-  const tempi::DecisionCounts decided_after = tempi::decision_counts();
+  res.syncs = iters ? double(counter("gpu.synchronizations") - syncs_before) / iters : 0;
+  const long long made = counter("p2p.decisions_made") - made_before;
+  const long long recalled = counter("p2p.decisions_recalled") - recalled_before;
   res.post_us = median(posts);
   res.wait_us = median(waits);
   // The time of an iteration is that of its slowest rank.
@@ -933,11 +940,9 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
   ok &= g.upload(initial);
   ok &= v.run(h, g);
   ok &= g.download(got);
-  const long long recalled = (long long)(decided_after.recalled - decided_before.recalled);
   long long counts[6] = {(long long)h.cells, ok ? (long long)count_wrong(h, got, expected) : (long long)h.cells,
                          (long long)h.neighbours.size() * (warmup + iters + 1),
-                         (long long)(tempi::p2p_counts().sends - zero_copy_before),
-                         (long long)(decided_after.made - decided_before.made) + recalled, recalled};
+                         counter("p2p.zero_copy_sends") - zero_copy_before, made + recalled, recalled};
   long long totals[6] = {0, 0, 0, 0, 0, 0};
   MPI_Allreduce(counts, totals, 6, MPI_LONG_LONG, MPI_SUM, h.cart);
   res.checked = totals[0];

@@ -15,32 +15,32 @@
 // MPI_REQUEST_NULL. A persistent request (persistent.hpp) must have been active (an
 // inactive one completes at once with an empty status and has nothing to finish): its
 // handle stays in the application's array, inactive, and its entry goes back to the table.
-// Nonblocking collectives (collectives.hpp) that complete together are unpacked together.
+// Operations of higher wings (TrackedOp: nonblocking collectives) that complete together
+// are finished together, by kind. Requests that TEMPI completes itself (zero-copy ones) are
+// progressed through the progress room (base/progress.hpp), which names no mechanism.
 #include <sched.h>
 
 #include <algorithm>
 #include <functional>
 #include <vector>
 
-#include "coll/collectives.hpp"
-#include "p2p/engine.hpp"
 #include "base/errors.hpp"
 #include "base/forward.hpp"
-#include "p2p/persistent.hpp"
-#include "base/requests.hpp"
+#include "base/progress.hpp"
 #include "base/runtime.hpp"
 #include "base/validate.hpp"
-#include "zero_copy/zero_copy.hpp"
-#include "zero_copy/zero_copy_p2p.hpp"
+#include "p2p/engine.hpp"
+#include "p2p/persistent.hpp"
+#include "p2p/requests.hpp"
 
 namespace tempi {
 
 namespace {
 
-// Zero-copy requests in flight are TEMPI's generalized requests, absent from the table:
-// they complete only through zero_copy_progress, which these calls run.
-bool zero_copy_pending() { return zero_copy_in_flight() || p2p_failures_pending(); }
-bool tracking() { return active() && (!requests().empty() || zero_copy_pending()); }
+// Requests that TEMPI completes itself (zero-copy ones) are generalized requests, absent
+// from the table: they complete only through the progress room's poll, which these calls run.
+bool self_completed_pending() { return any_in_flight() || failures_pending(); }
+bool tracking() { return active() && (!requests().empty() || self_completed_pending()); }
 
 // Whether TEMPI takes part in a completion call: it tracks requests, and the call's
 // arrays and outputs are there (else the MPI library reports the bad argument, touching
@@ -62,7 +62,7 @@ void set_empty(MPI_Status &st) {
 // at once keeps only its staging: MPI_COMM_WORLD, as for errors that name no communicator.
 MPI_Comm comm_of(const Pending &p) {
   if (p.send) return p.send->comm;
-  if (p.coll) return p.coll->comm;
+  if (p.op) return p.op->error_comm();
   if (p.persistent) return p.persistent->comm;
   return p.in.comm != MPI_COMM_NULL ? p.in.comm : MPI_COMM_WORLD;
 }
@@ -72,9 +72,9 @@ class Completion {
   // `call` names the application's call in an error.
   Completion(const char *call, int n, MPI_Request *reqs) : n_(n), user_(reqs) {
     flush_sends();
-    zero_copy_progress();  // before the detached requests, which may be such starts
-    if (p2p_in_flight() || p2p_failures_pending()) {  // a zero-copy request among these may fail
-      p2p_clear_failed();
+    poll_all();  // before the detached requests, which may be such starts
+    if (self_completed_pending()) {  // a request TEMPI completes itself among these may fail
+      clear_failed();
       original_.assign(reqs, reqs + n);
     }
     requests().progress_detached();
@@ -113,7 +113,7 @@ class Completion {
   // The call reported request `index` complete, with `*status` and its error `err`.
   void completed(int index, MPI_Status *status, int err) {
     if (!original_.empty())
-      if (const int failed = p2p_failed(original_[size_t(index)])) p2p_failed_.emplace_back(status, failed);
+      if (const int err_of_ours = failed(original_[size_t(index)])) self_failed_.emplace_back(status, err_of_ours);
     // entries_ is in index order, one entry at most per index (a call on 52 requests would
     // otherwise look at 52 entries 52 times).
     const auto at = std::lower_bound(entries_.begin(), entries_.end(), index,
@@ -135,12 +135,12 @@ class Completion {
   // the application's array. Returns TEMPI's first error.
   int finish() {
     int first = MPI_SUCCESS;
-    for (const auto &f : p2p_failed_) {
+    for (const auto &f : self_failed_) {
       f.first->MPI_ERROR = f.second;
       if (first == MPI_SUCCESS) first = f.second;
     }
     if (entries_.empty()) return first;
-    auto is_recv = [](const Entry &e) { return e.done && !e.pending->send && !e.pending->coll; };
+    auto is_recv = [](const Entry &e) { return e.done && !e.pending->send && !e.pending->op; };
     std::vector<Finishing> recvs;
     for (Entry &e : entries_)
       if (is_recv(e)) recvs.push_back({&e.pending->in, *e.status, e.err});
@@ -152,16 +152,7 @@ class Completion {
       *entries_[k].status = f.status;  // a zero-copy message's size replaced its control message's
       if (f.result != MPI_SUCCESS) entries_[k].status->MPI_ERROR = f.result;
     }
-    std::vector<CollectiveFinishing> colls;
-    for (Entry &e : entries_)
-      if (e.done && e.pending->coll) colls.push_back({e.pending->coll.get(), e.err});
-    if (!colls.empty()) {
-      const int err = finish_collectives(colls);
-      if (first == MPI_SUCCESS) first = err;
-      for (size_t k = 0, c = 0; k < entries_.size(); ++k)
-        if (entries_[k].done && entries_[k].pending->coll && colls[c++].result != MPI_SUCCESS)
-          entries_[k].status->MPI_ERROR = colls[c - 1].result;
-    }
+    if (const int err = finish_ops(); first == MPI_SUCCESS) first = err;
     for (Entry &e : entries_) {
       if (!e.done || !e.pending->send) continue;
       int err = MPI_SUCCESS;
@@ -196,11 +187,34 @@ class Completion {
     Entry &e = entries_.front();
     if (e.pending->send) return MPI_SUCCESS;
     if (e.pending->persistent && !e.pending->persistent->active) return MPI_SUCCESS;  // nothing in flight
-    if (e.pending->coll) return finish_collective(*e.pending->coll, MPI_SUCCESS);  // runs once
+    if (e.pending->op) return finish_one(*e.pending->op, MPI_SUCCESS);  // runs once
     return finish_recv_early(e.pending->in, status);
   }
 
  private:
+  // The operations of higher wings that completed, finished together by kind (one
+  // finisher call per kind); each one's error goes into its status. Returns the first.
+  int finish_ops() {
+    int first = MPI_SUCCESS;
+    std::vector<TrackedOp::Finisher> kinds;
+    for (const Entry &e : entries_)
+      if (e.done && e.pending->op && std::find(kinds.begin(), kinds.end(), e.pending->op->finisher()) == kinds.end())
+        kinds.push_back(e.pending->op->finisher());
+    for (TrackedOp::Finisher finish : kinds) {
+      std::vector<OpFinishing> batch;
+      std::vector<Entry *> owners;
+      for (Entry &e : entries_)
+        if (e.done && e.pending->op && e.pending->op->finisher() == finish) {
+          batch.push_back({e.pending->op.get(), e.err});
+          owners.push_back(&e);
+        }
+      if (const int err = finish(batch); first == MPI_SUCCESS) first = err;
+      for (size_t k = 0; k < batch.size(); ++k)
+        if (batch[k].result != MPI_SUCCESS) owners[k]->status->MPI_ERROR = batch[k].result;
+    }
+    return first;
+  }
+
   void put_back() {
     for (Entry &e : entries_)
       if (e.pending) requests().add(e.handle, std::move(e.pending));
@@ -253,20 +267,20 @@ class Completion {
   std::vector<Entry> entries_;
   int failed_ = -1;
   int refused_ = MPI_SUCCESS;
-  std::vector<MPI_Request> original_;  // the application's handles, where a zero-copy one may fail
-  std::vector<std::pair<MPI_Status *, int>> p2p_failed_;  // zero-copy requests completed with an error
+  std::vector<MPI_Request> original_;  // the application's handles, where one TEMPI completes may fail
+  std::vector<std::pair<MPI_Status *, int>> self_failed_;  // such requests completed with an error
 };
 
-// A blocking completion call while persistent zero-copy starts are in flight: their
-// requests complete only through zero_copy_progress, so the call runs as its test form in
-// a loop. `test(done)` makes one test call and says whether the call may return.
+// A blocking completion call while requests that TEMPI completes itself are in flight
+// (zero-copy ones): they complete only through the progress room's poll, so the call runs
+// as its test form in a loop. `test(done)` makes one test call and says whether the call may return.
 template <class Test>
 int until_done(Test test) {
   for (;;) {
     bool done = false;
     const int err = test(done);
     if (done || err != MPI_SUCCESS) return err;
-    zero_copy_progress();
+    poll_all();
     sched_yield();
   }
 }
@@ -321,10 +335,10 @@ int TEMPI_WRAPPER(MPI_Wait)(MPI_Request *request, MPI_Status *status) {
   launch_own_moves();
   if (!tracking(1, request)) return TEMPI_NEXT(MPI_Wait)(request, status);
   Completion c("MPI_Wait", 1, request);
-  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Wait)(request, status);
+  if (!c.any() && !self_completed_pending()) return TEMPI_NEXT(MPI_Wait)(request, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int err = !zero_copy_in_flight() ? TEMPI_NEXT(MPI_Wait)(c.actual(), st) : until_done([&](bool &done) {
+  const int err = !any_in_flight() ? TEMPI_NEXT(MPI_Wait)(c.actual(), st) : until_done([&](bool &done) {
     int flag = 0;
     const int e = TEMPI_NEXT(MPI_Test)(c.actual(), &flag, st);
     done = flag;
@@ -338,7 +352,7 @@ int TEMPI_WRAPPER(MPI_Test)(MPI_Request *request, int *flag, MPI_Status *status)
   launch_own_moves();
   if (!tracking(1, request, {flag})) return TEMPI_NEXT(MPI_Test)(request, flag, status);
   Completion c("MPI_Test", 1, request);
-  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Test)(request, flag, status);
+  if (!c.any() && !self_completed_pending()) return TEMPI_NEXT(MPI_Test)(request, flag, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   const int err = TEMPI_NEXT(MPI_Test)(c.actual(), flag, st);
@@ -351,10 +365,10 @@ int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status st
   if (!tracking(count, requests_)) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
   Completion c("MPI_Waitall", count, requests_);
   if (const int err = c.refused()) return err;
-  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
+  if (!c.any() && !self_completed_pending()) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, count, local);
-  const int err = !zero_copy_in_flight() ? TEMPI_NEXT(MPI_Waitall)(count, c.actual(), st) : until_done([&](bool &done) {
+  const int err = !any_in_flight() ? TEMPI_NEXT(MPI_Waitall)(count, c.actual(), st) : until_done([&](bool &done) {
     int flag = 0;
     const int e = TEMPI_NEXT(MPI_Testall)(count, c.actual(), &flag, st);
     done = flag;
@@ -369,7 +383,7 @@ int TEMPI_WRAPPER(MPI_Testall)(int count, MPI_Request requests_[], int *flag, MP
   if (!tracking(count, requests_, {flag})) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
   Completion c("MPI_Testall", count, requests_);
   if (const int err = c.refused()) return err;
-  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
+  if (!c.any() && !self_completed_pending()) return TEMPI_NEXT(MPI_Testall)(count, requests_, flag, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, count, local);
   const int err = TEMPI_NEXT(MPI_Testall)(count, c.actual(), flag, st);
@@ -383,14 +397,14 @@ int TEMPI_WRAPPER(MPI_Waitany)(int count, MPI_Request requests_[], int *index, M
   if (!tracking(count, requests_, {index})) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
   Completion c("MPI_Waitany", count, requests_);
   if (const int err = c.refused()) return err;
-  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
+  if (!c.any() && !self_completed_pending()) return TEMPI_NEXT(MPI_Waitany)(count, requests_, index, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   int err = MPI_SUCCESS;
   if (c.failed_send() >= 0) {
     *index = c.failed_send();
   } else {
-    err = !zero_copy_in_flight() ? TEMPI_NEXT(MPI_Waitany)(count, c.actual(), index, st) : until_done([&](bool &done) {
+    err = !any_in_flight() ? TEMPI_NEXT(MPI_Waitany)(count, c.actual(), index, st) : until_done([&](bool &done) {
       int flag = 0;
       const int e = TEMPI_NEXT(MPI_Testany)(count, c.actual(), index, &flag, st);
       done = flag;
@@ -407,7 +421,7 @@ int TEMPI_WRAPPER(MPI_Testany)(int count, MPI_Request requests_[], int *index, i
     return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
   Completion c("MPI_Testany", count, requests_);
   if (const int err = c.refused()) return err;
-  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
+  if (!c.any() && !self_completed_pending()) return TEMPI_NEXT(MPI_Testany)(count, requests_, index, flag, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   int err = MPI_SUCCESS;
@@ -428,11 +442,11 @@ int TEMPI_WRAPPER(MPI_Waitsome)(int incount, MPI_Request requests_[], int *outco
     return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
   Completion c("MPI_Waitsome", incount, requests_);
   if (const int err = c.refused()) return err;
-  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
+  if (!c.any() && !self_completed_pending()) return TEMPI_NEXT(MPI_Waitsome)(incount, requests_, outcount, indices, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, incount, local);
   if (c.failed_send() >= 0) return some_with_failed_send(c, outcount, indices, st, statuses == MPI_STATUSES_IGNORE);
-  const int err = !zero_copy_in_flight() ? TEMPI_NEXT(MPI_Waitsome)(incount, c.actual(), outcount, indices, st)
+  const int err = !any_in_flight() ? TEMPI_NEXT(MPI_Waitsome)(incount, c.actual(), outcount, indices, st)
                                           : until_done([&](bool &done) {
                                               const int e = TEMPI_NEXT(MPI_Testsome)(incount, c.actual(), outcount, indices, st);
                                               done = *outcount != 0;
@@ -450,7 +464,7 @@ int TEMPI_WRAPPER(MPI_Testsome)(int incount, MPI_Request requests_[], int *outco
     return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
   Completion c("MPI_Testsome", incount, requests_);
   if (const int err = c.refused()) return err;
-  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
+  if (!c.any() && !self_completed_pending()) return TEMPI_NEXT(MPI_Testsome)(incount, requests_, outcount, indices, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, incount, local);
   if (c.failed_send() >= 0) return some_with_failed_send(c, outcount, indices, st, statuses == MPI_STATUSES_IGNORE);
@@ -464,7 +478,7 @@ int TEMPI_WRAPPER(MPI_Request_get_status)(MPI_Request request, int *flag, MPI_St
   launch_own_moves();
   if (!tracking(1, &request, {flag})) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
   Completion c("MPI_Request_get_status", 1, &request);  // the handle is a copy: the request stays live and goes back
-  if (!c.any() && !zero_copy_pending()) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
+  if (!c.any() && !self_completed_pending()) return TEMPI_NEXT(MPI_Request_get_status)(request, flag, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
   if (c.failed_send() >= 0) {

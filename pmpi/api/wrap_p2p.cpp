@@ -9,7 +9,7 @@
 #include "base/errors.hpp"
 #include "base/forward.hpp"
 #include "p2p/messages.hpp"
-#include "base/requests.hpp"
+#include "p2p/requests.hpp"
 #include "config.hpp"
 #include "base/runtime.hpp"
 #include "base/validate.hpp"

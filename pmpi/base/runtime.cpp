@@ -9,16 +9,14 @@
 
 #include "backend.hpp"
 #include "config.hpp"
-#include "p2p/engine.hpp"
 #include "base/forward.hpp"
 #include "base/gpu_sharing.hpp"
-#include "p2p/local_work.hpp"
+#include "base/progress.hpp"
+#include "base/stats.hpp"
 #include "log.hpp"
 #include "profile.hpp"
-#include "base/requests.hpp"
 #include "base/type_cache.hpp"
 #include "base/validate.hpp"
-#include "zero_copy/zero_copy.hpp"
 
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // Open MPI's MPIX_Query_cuda_support
@@ -116,6 +114,9 @@ void initialize() {
         find_profile(config().profile, this_machine(), [](const char *name) { return std::getenv(name); }));
     TEMPI_LOG(Info, "profile: %s", profile_summary().c_str());
   }
+  static constexpr CounterReader synchronizations{"gpu.synchronizations",
+                                                 [] { return gpu_backend().synchronizations(); }};
+  register_counters(&synchronizations, 1);
   check_fortran_bindings(rank);
   stop_at_finalize_of_mpi();
   g_active = true;
@@ -123,21 +124,17 @@ void initialize() {
 
 void stop() {
   if (!g_active.load()) return;
-  flush_sends();  // sends still queued, freed ones included: the drains below wait for them
-  zero_copy_drain();  // persistent collectives' starts and zero-copy messages in flight
-  requests().drain_detached();  // requests the application freed must still finish (posts deferred sends)
-  local_work().settle();  // launches this thread's queued moves too
-  log_deferred_failure();
+  // Sends still queued go to the library; what is in flight finishes; requests the
+  // application freed finish; deferred MPI_Pack work is waited for (base/progress.hpp).
+  drain_all();
   gpu_sharing().leave();
   TEMPI_LOG(Info, "%llu GPU synchronizations in this process",
             static_cast<unsigned long long>(gpu_backend().synchronizations()));
   log_high_water_marks();
-  if (log_enabled(LogLevel::Info)) {
-    const ZeroCopyCounts z = zero_copy_counts();
-    log(LogLevel::Info, "zero-copy: %llu blocks read from peers' GPU memory, %llu to itself, %llu peer allocations "
-        "mapped", (unsigned long long)z.peer_blocks, (unsigned long long)z.self_blocks, (unsigned long long)z.mappings);
-  }
-  zero_copy_shutdown();
+  if (log_enabled(LogLevel::Info))
+    if (const std::string counters = nonzero_counters(); !counters.empty())
+      log(LogLevel::Info, "counters: %s", counters.c_str());
+  shutdown_all();
   g_active = false;
   g_finalized = true;
   type_cache().clear();

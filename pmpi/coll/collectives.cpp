@@ -15,7 +15,7 @@
 #include "p2p/local_work.hpp"
 #include "log.hpp"
 #include "p2p/persistent.hpp"
-#include "base/requests.hpp"
+#include "p2p/requests.hpp"
 #include "base/runtime.hpp"
 #include "base/validate.hpp"
 #include "zero_copy/zero_copy.hpp"
@@ -324,16 +324,18 @@ int Side::region_back(MPI_Comm comm, const char *call) {
 
 // ---- finishing ---------------------------------------------------------------------------
 
-int finish_collectives(std::vector<CollectiveFinishing> &batch) {
+TrackedOp::Finisher CollectiveOp::finisher() const { return finish_collectives; }
+
+int finish_collectives(std::vector<OpFinishing> &batch) {
   Backend &b = gpu_backend();
   struct OnGpu {
     int device;
     std::vector<MoveJob> jobs;
-    std::vector<CollectiveFinishing *> owners;
+    std::vector<OpFinishing *> owners;
   };
   std::vector<OnGpu> gpus;
-  for (CollectiveFinishing &f : batch) {
-    CollectiveOp &op = *f.op;
+  for (OpFinishing &f : batch) {
+    CollectiveOp &op = static_cast<CollectiveOp &>(*f.op);
     if (op.finished) continue;
     op.finished = true;
     if (f.err != MPI_SUCCESS) continue;  // the library reported it; the buffer is undefined
@@ -346,10 +348,11 @@ int finish_collectives(std::vector<CollectiveFinishing> &batch) {
     g->jobs.insert(g->jobs.end(), jobs.begin(), jobs.end());
     g->owners.push_back(&f);
   }
-  auto failed = [](CollectiveFinishing &f, Status st) {
+  auto failed = [](OpFinishing &f, Status st) {
+    const CollectiveOp &op = static_cast<const CollectiveOp &>(*f.op);
     if (f.result == MPI_SUCCESS)
-      f.result = raise_error(f.op->comm, MPI_ERR_INTERN, "%s: unpacking received data on the GPU failed: %s",
-                             f.op->call, to_string(st));
+      f.result = raise_error(op.comm, MPI_ERR_INTERN, "%s: unpacking received data on the GPU failed: %s",
+                             op.call, to_string(st));
   };
   std::vector<Fence> fences(gpus.size());
   std::vector<Status> issued(gpus.size(), Status::Ok);
@@ -365,10 +368,10 @@ int finish_collectives(std::vector<CollectiveFinishing> &batch) {
     if (st == Status::Ok) st = waited;
     if (previous >= 0) b.use_device(previous);
     if (st != Status::Ok)
-      for (CollectiveFinishing *f : gpus[i].owners) failed(*f, st);
+      for (OpFinishing *f : gpus[i].owners) failed(*f, st);
   }
   int first = MPI_SUCCESS;
-  for (const CollectiveFinishing &f : batch)
+  for (const OpFinishing &f : batch)
     if (first == MPI_SUCCESS) first = f.result;
   return first;
 }
@@ -381,8 +384,7 @@ int start_collective(CollectiveOp &op) {
 }
 
 int finish_collective(CollectiveOp &op, int err) {
-  std::vector<CollectiveFinishing> one{{&op, err}};
-  return finish_collectives(one);
+  return finish_one(op, err);
 }
 
 namespace coll {
@@ -813,7 +815,7 @@ int conclude(std::shared_ptr<CollectiveOp> op, int err, const Issue &how) {
     how.init->made = true;
     p->persistent = std::move(persistent);
   }
-  p->coll = std::move(op);
+  p->op = std::move(op);
   requests().add(*how.request, std::move(p));
   return MPI_SUCCESS;
 }

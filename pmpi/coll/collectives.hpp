@@ -33,8 +33,9 @@
 #include <vector>
 
 #include "backend.hpp"
-#include "p2p/messages.hpp"
 #include "base/type_cache.hpp"
+#include "p2p/messages.hpp"
+#include "p2p/requests.hpp"
 
 namespace tempi {
 
@@ -151,25 +152,24 @@ struct Wire {
 };
 
 // Everything one collective call needs around the library call.
-struct CollectiveOp {
+struct CollectiveOp final : TrackedOp {
   const char *call = "";
   MPI_Comm comm = MPI_COMM_NULL;
   Side send, recv;
   Wire swire, rwire;
   bool finished = false;  // the receive side is in place (finish ran)
+
+  MPI_Comm error_comm() const override { return comm; }
+  Finisher finisher() const override;
 };
 
 // After the library completed `op` with error `err`: the receive side's data into the
 // application's buffer (nothing when err is an error). Runs once.
 int finish_collective(CollectiveOp &op, int err);
 
-// finish_collective for ops that completed together: unpacks issued together, one wait per GPU.
-struct CollectiveFinishing {
-  CollectiveOp *op;
-  int err;
-  int result = MPI_SUCCESS;
-};
-int finish_collectives(std::vector<CollectiveFinishing> &batch);
+// finish_collective for ops that completed together (each a CollectiveOp): unpacks issued
+// together, one wait per GPU.
+int finish_collectives(std::vector<OpFinishing> &batch);
 
 // Whether a buffer argument holds GPU data (device or managed memory; never MPI_IN_PLACE).
 bool gpu_data(const void *buf);

@@ -5,7 +5,7 @@
 #include "base/errors.hpp"
 #include "base/forward.hpp"
 #include "log.hpp"
-#include "base/requests.hpp"
+#include "p2p/requests.hpp"
 
 namespace tempi {
 
@@ -172,10 +172,7 @@ void Engine::flush() {
   post_ready_locked(true);
 }
 
-void Engine::before_send(MPI_Comm comm, int dest) {
-  if (p2p_queued()) p2p_post_queued(comm, dest);
-  before_queued_send(comm, dest);
-}
+void Engine::before_send(MPI_Comm comm, int dest) { flush_before_send(comm, dest); }
 
 void Engine::before_queued_send(MPI_Comm comm, int dest) {
   if (!busy() || reentered()) return;
@@ -188,14 +185,41 @@ void Engine::before_queued_send(MPI_Comm comm, int dest) {
   if (earlier) flush();
 }
 
+namespace {
+
+bool engine_busy() { return engine().busy(); }
+
+// Every queued send (comm MPI_COMM_NULL), or those that must precede a send to (comm, dest).
+void engine_flush(MPI_Comm comm, int dest) {
+  if (comm == MPI_COMM_NULL)
+    engine().flush();
+  else
+    engine().before_queued_send(comm, dest);
+}
+
+Engine *make_engine() {
+  static const ProgressHooks hooks = [] {
+    ProgressHooks h;
+    h.name = "engine";
+    h.queued = engine_busy;
+    h.flush = engine_flush;
+    return h;
+  }();
+  auto *e = new Engine;  // immortal: requests may be finished during exit
+  register_progress(ProgressSlot::Engine, hooks);
+  return e;
+}
+
+}  // namespace
+
 Engine &engine() {
-  static Engine *e = new Engine;  // immortal: requests may be finished during exit
+  static Engine *e = make_engine();
   return *e;
 }
 
 int start_deferred_send(IsendFn post_fn, const char *call, const void *buf, SendPlan &sp, Outgoing &out, int dest,
                         int tag, MPI_Comm comm, MPI_Request *request) {
-  if (p2p_queued()) p2p_post_queued(comm, dest);  // earlier zero-copy sends to dest go first
+  flush_before_send(comm, dest, ProgressSlot::Engine);  // earlier sends of other mechanisms to dest go first
   auto s = std::make_shared<DeferredSend>();
   MPI_Request outer = MPI_REQUEST_NULL;
   if (const int err = PMPI_Grequest_start(query_send, free_send, cancel_send, s.get(), &outer))

@@ -11,10 +11,11 @@
 //            sends whose packs finished; never waits (MPI_Isend, MPI_Irecv, nonblocking
 //            collectives, MPI_Start).
 //   flush()  issues every queued pack, waits for them and posts every message. Every
-//            call that may block on another process runs it first (completion calls,
-//            blocking point-to-point, probes, collectives, communicator creation and
-//            release, MPI_Buffer_detach, MPI_Finalize), so that a started send always
-//            reaches the library before this process waits for anyone.
+//            call that may block on another process runs it first, through progress.hpp's
+//            flush_sends (completion calls, blocking point-to-point, probes, collectives,
+//            communicator creation and release, MPI_Buffer_detach, MPI_Finalize), so that a
+//            started send always reaches the library before this process waits for anyone.
+// The engine registers itself there (ProgressSlot::Engine) when it is first used.
 #pragma once
 
 #include <mpi.h>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "base/progress.hpp"
 #include "p2p/local_work.hpp"
 #include "p2p/messages.hpp"
 
@@ -66,11 +68,12 @@ class Engine {
   void add(std::shared_ptr<DeferredSend> s);
   void poll();
   void flush();
-  // MPI's non-overtaking rule: a send to (comm, dest) is posted after every earlier one.
+  // MPI's non-overtaking rule: a send to (comm, dest) that goes to the library now is
+  // posted after every earlier one, whichever mechanism queued it (progress.hpp).
   void before_send(MPI_Comm comm, int dest);
-  // The same for a zero-copy send, whose control message joins the queue of those waiting to
-  // be posted (zero_copy_p2p.cpp): only the engine's earlier sends to (comm, dest) are posted
-  // now, since the queue posts its own in order.
+  // The same for a send that another mechanism queues (a zero-copy control message joins the
+  // queue of those waiting to be posted, zero_copy_p2p.cpp): only the engine's earlier sends
+  // to (comm, dest) are posted now, since that queue posts its own in order.
   void before_queued_send(MPI_Comm comm, int dest);
 
  private:
@@ -87,21 +90,6 @@ class Engine {
 };
 
 Engine &engine();
-
-// Runs the engine's flush when it has work: the first thing every call that may block
-// does. This thread's queued MPI_Pack/MPI_Unpack moves (TEMPI_DEFER_PACK=2) are launched
-// first, so that whatever the call hands on finds them ahead of it on the stream.
-// Zero-copy sends (zero_copy_p2p.cpp) whose control messages wait to be posted together
-// (one wait for the legacy default stream): whether there are any, and posting those to
-// (comm, dest), or every one (MPI_COMM_NULL). Every send to a destination posts these first.
-bool p2p_queued();
-void p2p_post_queued(MPI_Comm comm, int dest);
-
-inline void flush_sends() {
-  launch_own_moves();
-  if (engine().busy()) engine().flush();
-  if (p2p_queued()) p2p_post_queued(MPI_COMM_NULL, MPI_ANY_SOURCE);
-}
 
 // Starts a nonblocking send that TEMPI packs (plan_send gave SendPlan::Kind::Pack)
 // through the engine, and hands the application a generalized request that stands for

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/errors.hpp"
+#include "base/progress.hpp"
 #include "log.hpp"
 #include "overlap.hpp"
 
@@ -198,12 +199,37 @@ void close_open_moves() {
 
 bool moves_queued() { return !t_queued.empty() || !t_open.empty(); }
 
+namespace {
+
+// The progress room's hooks (progress.hpp): the calling thread's queued moves are launched
+// first of all when sends are flushed, and the deferred work of every thread is waited for
+// at MPI_Finalize, after everything above it drained (a failure nobody took is logged).
+void register_local_moves() {
+  static const bool registered = [] {
+    static ProgressHooks hooks;
+    hooks.name = "local moves";
+    hooks.flush = [](MPI_Comm comm, int) {
+      if (comm == MPI_COMM_NULL) launch_own_moves();
+    };
+    hooks.drain = [] {
+      local_work().settle();
+      log_deferred_failure();
+    };
+    register_progress(ProgressSlot::LocalMoves, hooks);
+    return true;
+  }();
+  (void)registered;
+}
+
+}  // namespace
+
 void launch_queued_moves() {
   close_open_moves();
   if (!t_queued.empty()) launch_queue();
 }
 
 Status queue_move(QueuedMove m) {
+  register_local_moves();
   Listed l(std::move(m));
   if (conflicts(l, t_queued)) launch_queue();
   t_queued.push_back(std::move(l));
@@ -227,7 +253,10 @@ Status join_open_move(QueuedMove m) {
 }
 
 LocalWork &local_work() {
-  static LocalWork *w = new LocalWork;  // immortal, like the engine
+  static LocalWork *w = [] {
+    register_local_moves();
+    return new LocalWork;  // immortal, like the engine
+  }();
   return *w;
 }
 

@@ -14,6 +14,7 @@
 #include "node/node_share.hpp"
 #include "base/peers.hpp"
 #include "base/runtime.hpp"
+#include "base/stats.hpp"
 #include "base/validate.hpp"
 #include "zero_copy/zero_copy_p2p.hpp"
 
@@ -167,13 +168,26 @@ static_assert(kSets * kWays <= 65536, "entry indices are 16-bit");
 
 // On the heap, made at a thread's first decision: thread-local storage as large as the table
 // would be taken from every thread's stack, the application's own threads included.
-KeptDecisions &kept() {
-  thread_local std::unique_ptr<KeptDecisions> k;
-  if (!k) k = std::make_unique<KeptDecisions>();
-  return *k;
+std::atomic<uint64_t> g_decisions_made{0}, g_decisions_recalled{0};
+
+// The decision counters in the stats table (base/stats.hpp), registered at a thread's first
+// decision (every decision comes through its thread's kept ones).
+void register_decision_counters() {
+  static constexpr CounterReader counters[] = {
+      {"p2p.decisions_made", [] { return g_decisions_made.load(std::memory_order_relaxed); }},
+      {"p2p.decisions_recalled", [] { return g_decisions_recalled.load(std::memory_order_relaxed); }},
+  };
+  register_counters(counters, 2);
 }
 
-std::atomic<uint64_t> g_decisions_made{0}, g_decisions_recalled{0};
+KeptDecisions &kept() {
+  thread_local std::unique_ptr<KeptDecisions> k;
+  if (!k) {
+    register_decision_counters();
+    k = std::make_unique<KeptDecisions>();
+  }
+  return *k;
+}
 
 // Every field a call varies in reaches every bit of the hash (multiply, fold, multiply).
 uint64_t hash_of(const DecisionKey &k) {

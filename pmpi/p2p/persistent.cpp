@@ -9,7 +9,7 @@
 #include "base/errors.hpp"
 #include "base/forward.hpp"
 #include "p2p/local_work.hpp"
-#include "base/requests.hpp"
+#include "p2p/requests.hpp"
 #include "zero_copy/zero_copy.hpp"
 #include "base/runtime.hpp"
 #include "base/validate.hpp"
@@ -113,7 +113,7 @@ int prepare(std::vector<Starting> &ours) {
     if (!p.persistent) continue;
     PersistentOp &op = *p.persistent;
     if (op.collective()) {  // its send blocks' current data packed, then the library's call
-      if (const int err = start_collective(*p.coll)) return err;
+      if (const int err = start_collective(static_cast<CollectiveOp &>(*p.op))) return err;
       // Active as soon as the library's call is issued, whatever a later start of the same
       // MPI_Startall does: its completion then unpacks, and no start repacks its staging early.
       if (!op.zero_copy) {

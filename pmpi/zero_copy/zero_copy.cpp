@@ -22,6 +22,7 @@
 #include "base/forward.hpp"
 #include "log.hpp"
 #include "node/node_share.hpp"
+#include "zero_copy/progress_hooks.hpp"
 #include "zero_copy/zero_copy_p2p.hpp"
 #include "base/runtime.hpp"
 #include "shared_blob.hpp"
@@ -614,6 +615,7 @@ std::shared_ptr<NodeShare> share_of(MPI_Comm comm) {
   PMPI_Comm_get_attr(comm, keyval, &value, &found);
   if (found) return *static_cast<std::shared_ptr<NodeShare> *>(value);
   auto *kept = new std::shared_ptr<NodeShare>(make_share(comm));
+  if (*kept) register_zero_copy();  // the first use of zero-copy: its progress hooks and counters
   PMPI_Comm_set_attr(comm, keyval, kept);
   return *kept;
 }

@@ -22,7 +22,7 @@
 #include "base/forward.hpp"
 #include "log.hpp"
 #include "node/node_share.hpp"
-#include "base/requests.hpp"
+#include "p2p/requests.hpp"
 #include "base/runtime.hpp"
 #include "zero_copy/zero_copy.hpp"
 

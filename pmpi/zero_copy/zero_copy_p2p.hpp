@@ -56,6 +56,12 @@ int p2p_recv(Incoming &in, int source, int tag, MPI_Comm comm, MPI_Status *statu
 // least kControlBytes) is a truncation. Each handled entry is marked finished.
 void p2p_take_controls(std::vector<Finishing> &batch);
 
+// Control messages of zero-copy sends queued to be posted together (one wait for the legacy
+// default stream): whether there are any, and posting those to (comm, dest), or every one
+// (comm MPI_COMM_NULL). The progress room runs these before any other send to a destination.
+bool p2p_queued();
+void p2p_post_queued(MPI_Comm comm, int dest);
+
 // Completes the zero-copy sends whose receivers finished reading and the receives that
 // completed (called by every completion call, through zero_copy_progress).
 void p2p_progress();

@@ -13,7 +13,7 @@
 
 #include "backend.hpp"
 #include "p2p_support.hpp"
-#include "base/requests.hpp"
+#include "p2p/requests.hpp"
 
 using namespace p2p;
 

@@ -16,7 +16,7 @@
 #include "backend.hpp"
 #include "emulated_faults.hpp"
 #include "p2p_support.hpp"
-#include "base/requests.hpp"
+#include "p2p/requests.hpp"
 #include "tempi.h"
 
 using namespace p2p;

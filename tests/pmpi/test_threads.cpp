@@ -25,7 +25,7 @@
 #include "backend.hpp"
 #include "mpi_types.hpp"
 #include "random_type.hpp"
-#include "base/requests.hpp"
+#include "p2p/requests.hpp"
 #include "soak_support.hpp"
 #include "tempi.h"
 #if defined(P2P_REAL_GPU)

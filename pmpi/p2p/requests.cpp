@@ -1,8 +1,8 @@
-#include "base/requests.hpp"
+#include "p2p/requests.hpp"
 
-#include "coll/collectives.hpp"
-#include "p2p/engine.hpp"
 #include "base/forward.hpp"
+#include "base/progress.hpp"
+#include "p2p/engine.hpp"
 
 namespace tempi {
 
@@ -93,13 +93,24 @@ void RequestTable::drain_detached() {
 }
 
 RequestTable &requests() {
-  static RequestTable *table = new RequestTable;  // immortal: entries may be released at exit
+  static RequestTable *table = [] {
+    static ProgressHooks hooks;
+    hooks.name = "detached requests";
+    hooks.drain = [] { requests().drain_detached(); };
+    register_progress(ProgressSlot::Detached, hooks);
+    return new RequestTable;  // immortal: entries may be released at exit
+  }();
   return *table;
+}
+
+int finish_one(TrackedOp &op, int err) {
+  std::vector<OpFinishing> one{{&op, err}};
+  return op.finisher()(one);
 }
 
 int complete(std::unique_ptr<Pending> p, const MPI_Status &status, int err) {
   if (!p) return MPI_SUCCESS;
-  if (p->coll) return finish_collective(*p->coll, err);
+  if (p->op) return finish_one(*p->op, err);
   MPI_Status copy = status;
   return finish_recv(p->in, copy, err);  // a send has nothing to do: its staging goes with p
 }

@@ -1,7 +1,9 @@
 // The side table of requests that TEMPI handed to the application for GPU-buffer
 // operations. The requests are the MPI library's own; the table says what must
-// happen when each completes (unpack a receive, give back a send's staging), and
-// every completion call consults it (wrap_completion.cpp), so no path skips it.
+// happen when each completes (unpack a receive, give back a send's staging, finish an
+// operation of a higher wing through its TrackedOp), and every completion call consults it
+// (api/wrap_completion.cpp), so no path skips it. Requests the application freed while
+// active are finished by the progress room (progress.hpp, ProgressSlot::Detached).
 #pragma once
 
 #include <mpi.h>
@@ -18,8 +20,31 @@
 namespace tempi {
 
 struct DeferredSend;   // engine.hpp
-struct CollectiveOp;   // collectives.hpp
 struct PersistentOp;   // persistent.hpp
+
+class TrackedOp;
+// One operation of a batch that completed together, and its own result.
+struct OpFinishing {
+  TrackedOp *op;
+  int err;  // the library's error for its request
+  int result = MPI_SUCCESS;
+};
+
+// Work that a request's completion finishes beyond a receive's unpack: a nonblocking
+// collective's receive side (coll/), and any later kind. Operations that one completion
+// call completed are finished together by their kind's finisher (unpacks issued together,
+// one wait per GPU); each runs once.
+class TrackedOp {
+ public:
+  virtual ~TrackedOp() = default;
+  // The communicator whose error handler hears of the operation's errors.
+  virtual MPI_Comm error_comm() const = 0;
+  // Finishes a batch of operations of this one's kind; returns the first error.
+  using Finisher = int (*)(std::vector<OpFinishing> &batch);
+  virtual Finisher finisher() const = 0;
+};
+// Finishes one operation (a batch of one).
+int finish_one(TrackedOp &op, int err);
 
 // What a tracked request's completion must do. The application's handle is the
 // library's own request for receives and for sends posted at once; for a send that the
@@ -28,7 +53,7 @@ struct Pending {
   Outgoing out;                        // a send: its packed bytes live until it completes
   Incoming in;                         // a receive: unpacked when it completes
   std::shared_ptr<DeferredSend> send;  // a deferred send
-  std::shared_ptr<CollectiveOp> coll;  // a nonblocking collective: its receive side is unpacked at completion
+  std::shared_ptr<TrackedOp> op;       // an operation of a higher wing (a nonblocking collective)
   // A persistent request (MPI_Send_init, MPI_Recv_init, ...): the handle is the library's
   // own persistent request, and the entry stays in the table across completions until
   // MPI_Request_free (`in` is the receive's unpack, `out` the send's staging).

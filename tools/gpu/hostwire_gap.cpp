@@ -1,8 +1,12 @@
-// Probe (session 24): the MPI library's host-to-host ping-pong at 1-16 MiB, tight as
-// tempi-measure times it, and with a pause before each send as TEMPI's messages have (the
-// pack and the peer's unpack), from one buffer or two, in malloc'd or pinned memory. Prints
-// the median one-way time of 40 round trips after 5 untimed ones, pauses excluded, each
-// variant three times in turn. mpicxx -O2 hostwire_gap.cpp -lcudart; mpiexec -n 2 ./a.out
+// What a pause before each send does to the MPI library's host-to-host ping-pong at 1, 4 and
+// 16 MiB: tight, as tempi-measure times it, and with 300 µs of spinning before each send as
+// TEMPI's messages have (the pack, and the peer's unpack), from one buffer or two, in malloc'd
+// or pinned memory. Prints the median one-way time of 40 round trips after 5 untimed ones,
+// pauses excluded, each variant three times in turn (docs/model.md quotes it; data:
+// docs/results/s24-h200-mps-2026-11-28/hostwire-gap.txt). Stand-alone (MPI and the CUDA
+// runtime, no TEMPI), two ranks:
+//   mpicxx -O2 -o hostwire_gap tools/gpu/hostwire_gap.cpp -I/usr/local/cuda/include \
+//     -L/usr/local/cuda/lib64 -lcudart && mpiexec -n 2 ./hostwire_gap
 #include <cuda_runtime.h>
 #include <mpi.h>
 

@@ -1,4 +1,11 @@
-import csv, glob, os, statistics
+"""Plot of the open-launch runs (TEMPI_DEFER_PACK modes 1-3 against the tree before them):
+bench_pack_sequence's cycle time over its fused hand kernel's, n = 128, 3 variables, MPICH,
+one H100, 2026-11-24, each run a dot and each group's median a bar, from the CSVs in
+docs/results/open-launch-h100-2026-11-24/. Writes
+docs/sequence-open-h100-2026-11-24.png, which docs/benchmarks.md shows. Needs matplotlib;
+run from the repository root: python3 tools/gpu/plot_open_launch.py
+"""
+import csv, os, statistics
 import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt

@@ -1,4 +1,12 @@
-// Launch cost probe: CPU time of one launch call (median of N), by stream kind and parameter size.
+// What one kernel launch costs the CPU: the median of 3,000 launch calls (1,000 for
+// launch + synchronize) of an empty kernel on a blocking, non-blocking and the legacy stream,
+// with a 6 KB parameter or a pointer to it, an event record, and a launch followed by a
+// stream synchronize; two rounds, GRID thread blocks of 256 (argument, default 104).
+// docs/design.md ("Many messages in flight") quotes it for the fused launches' tables; run it
+// alone, under MPS, and as two processes at once to see what sharing a GPU adds
+// (data: docs/results/s22-h100-mps-2026-11-25/s22i/). Stand-alone (CUDA only):
+//   nvcc -O2 -arch=sm_90 -o launch_cost tools/gpu/launch_cost.cu && ./launch_cost 104
+//   nvidia-cuda-mps-control -d; ./launch_cost & ./launch_cost; wait; echo quit | nvidia-cuda-mps-control
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,14 @@
-// Session 23 probe: MPI's host-to-host ping-pong of large messages, by buffer kind, in
-// interleaved rounds, to see why tempi-measure's curve is up to 2x slower than TEMPI's one-shot.
+// What the MPI library's host path costs for large messages, by host buffer kind: a
+// ping-pong of 64 KiB to 16 MiB from pinned, mapped and malloc'd memory, from one buffer or
+// two, with and without the GPU writing the send buffer and reading the receive buffer
+// first (as TEMPI's pack and unpack do), four interleaved rounds each (median one-way µs and
+// the CPUs of the two ranks); then TEMPI's one-shot flow (copy, MPI, copy) and the wire it
+// implies. Written to see why tempi-measure's host curve was up to 2x slower than TEMPI's
+// one-shot (docs/results/model-h100-mps-2026-11-25/README.md gives what it found).
+// Stand-alone (MPI and the CUDA runtime, no TEMPI), two ranks:
+//   nvcc -O2 -arch=sm_90 -c tools/gpu/hostwire.cu -o hostwire.o $(pkg-config --cflags mpich)
+//   g++ hostwire.o -o hostwire $(pkg-config --libs mpich) -L/usr/local/cuda/lib64 -lcudart
+//   mpiexec -n 2 ./hostwire          (Open MPI: nvcc ... $(mpicxx --showme:compile) and its link line)
 #include <mpi.h>
 #include <cuda_runtime.h>
 #include <sched.h>

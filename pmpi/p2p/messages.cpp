@@ -16,7 +16,6 @@
 #include "base/runtime.hpp"
 #include "base/stats.hpp"
 #include "base/validate.hpp"
-#include "zero_copy/zero_copy_p2p.hpp"
 
 namespace tempi {
 
@@ -75,6 +74,8 @@ void log_downgrade_once(Method requested) {
   if (requested == Method::Device && !mpi_is_cuda_aware() && !said.exchange(true))
     TEMPI_LOG(Warn, "the device method needs a CUDA-aware MPI library; using the staged method");
 }
+
+std::atomic<const ControlReceipt *> g_receipt{nullptr};  // register_control_receipt's
 
 // Whether a receive from `peer` on `comm` may get a zero-copy control message: zero-copy
 // point-to-point is on there and the source may be a rank of the node (itself included). A matched
@@ -315,7 +316,7 @@ int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive
   const bool guessed = control_may_arrive && requested == Method::Auto && d.transfer.method == Method::Device &&
                        d.plan.packed_size() >= config().p2p_zero_copy_min && std::strcmp(call, "MPI_Recv_init") != 0;
   if (guessed) {
-    if (const std::shared_ptr<NodeShare> share = p2p_share(comm); share && p2p_stage_for_control(*share, peer))
+    if (const std::shared_ptr<NodeShare> share = p2p_share(comm); share && g_receipt.load(std::memory_order_acquire)->stage_for_control(*share, peer))
       d.transfer = choose_transfer(requested, false, message, config());
   }
   // The device method on one contiguous run needs no packing: the MPI library reads the
@@ -344,6 +345,11 @@ Status acquire_pageable(size_t bytes, Scratch &out) {
 }
 
 }  // namespace
+
+void register_control_receipt(const ControlReceipt &r) {
+  const ControlReceipt *none = nullptr;
+  g_receipt.compare_exchange_strong(none, &r, std::memory_order_acq_rel);
+}
 
 DecisionCounts decision_counts() {
   return {g_decisions_made.load(std::memory_order_relaxed), g_decisions_recalled.load(std::memory_order_relaxed)};
@@ -545,7 +551,7 @@ int finish_recvs(std::vector<Finishing> &batch) {
     if (f.in->early) f.result = replay_early(*f.in, f.status);  // finished already, so skipped below
   // Zero-copy messages first: they are read straight into the user's buffers.
   if (std::any_of(batch.begin(), batch.end(), [](const Finishing &f) { return bool(f.in->p2p); }))
-    p2p_take_controls(batch);
+    g_receipt.load(std::memory_order_acquire)->take_controls(batch);
   // One receive alone takes the synchronous path (pitched copies for small objects).
   size_t unpacks = 0;
   for (const Finishing &f : batch) unpacks += f.in->after == Incoming::After::Unpack && !f.in->finished;
@@ -613,7 +619,7 @@ int finish_recv(Incoming &in, MPI_Status &status, int err) {
   if (in.early) return replay_early(in, status);
   if (in.p2p && !in.finished) {
     std::vector<Finishing> one{{&in, status, err}};
-    p2p_take_controls(one);
+    g_receipt.load(std::memory_order_acquire)->take_controls(one);
     status = one[0].status;
     if (in.finished) return one[0].result;
   }

@@ -126,6 +126,21 @@ int finish_recvs(std::vector<Finishing> &batch);
 // the request reports both again.
 int finish_recv_early(Incoming &in, MPI_Status &status);
 
+// The size of a zero-copy control message on the wire: the staging of a receive that may
+// get one holds at least this many bytes.
+constexpr int kControlBytes = 48;
+
+// What a receive asks of zero-copy point-to-point (zero_copy/zero_copy_p2p.hpp, which
+// registers these when it is first used: until then no communicator has it on, p2p_share
+// finds none, and no receive expects a control message). stage_for_control: whether a
+// receive from `source` stages in host memory for an expected control message;
+// take_controls: the receives of `batch` that got one read their senders' objects.
+struct ControlReceipt {
+  bool (*stage_for_control)(NodeShare &s, int source);
+  void (*take_controls)(std::vector<Finishing> &batch);
+};
+void register_control_receipt(const ControlReceipt &r);
+
 // The bytes [lo, lo + bytes) relative to its address that a buffer of `count` (> 0)
 // elements of `type` spans.
 void span_of(int count, MPI_Datatype type, int64_t &lo, int64_t &bytes);

@@ -61,6 +61,8 @@ void register_zero_copy() {
     register_progress(ProgressSlot::ZeroCopyCollectives, collective_hooks());
     register_progress(ProgressSlot::ZeroCopyP2p, p2p_hooks());
     register_counters(kCounters, int(sizeof(kCounters) / sizeof(kCounters[0])));
+    static const ControlReceipt receipt{p2p_stage_for_control, p2p_take_controls};
+    register_control_receipt(receipt);
     return true;
   }();
   (void)registered;

@@ -23,8 +23,6 @@
 
 namespace tempi {
 
-constexpr int kControlBytes = 48;
-
 // TEMPIX_Comm_enable_zero_copy: collective on `comm`. *enabled: whether every rank of it has
 // zero-copy point-to-point on now (all must ask alike; TEMPI_IPC=off, a rank without a GPU or
 // an intercommunicator turn it off everywhere).

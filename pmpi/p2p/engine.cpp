@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/errors.hpp"
+#include "base/on_device.hpp"
 #include "base/forward.hpp"
 #include "log.hpp"
 #include "p2p/requests.hpp"
@@ -103,10 +104,11 @@ void Engine::issue_locked() {
       jobs.push_back({&s.plan, const_cast<void *>(s.typed), s.out.staging.ptr, s.plan.packed_size(), s.transfer});
       owners.push_back(&s);
     }
-    const int previous = device >= 0 ? b.use_device(device) : -1;
     Fence done;
-    const Status st = b.pack_async(jobs, done);
-    if (previous >= 0) b.use_device(previous);
+    const Status st = [&] {
+      const OnDevice on(device);
+      return b.pack_async(jobs, done);
+    }();
     for (DeferredSend *s : owners) {
       if (st == Status::Ok) {
         s->state = DeferredSend::State::Packing;
@@ -136,19 +138,21 @@ void Engine::post_ready_locked(bool wait) {
       continue;
     }
     if (s.state == DeferredSend::State::Packing) {
-      const int previous = s.device >= 0 ? b.use_device(s.device) : -1;
       bool ready = false;
-      Status st = b.poll(s.packed, ready);  // a failed pack is ready too, with its error
-      if (!ready && wait) {
-        st = b.wait(s.packed);
-        ready = true;
+      Status st = Status::Ok;
+      {
+        const OnDevice on(s.device);
+        st = b.poll(s.packed, ready);  // a failed pack is ready too, with its error
+        if (!ready && wait) {
+          st = b.wait(s.packed);
+          ready = true;
+        }
+        if (st != Status::Ok) {
+          s.state = DeferredSend::State::Failed;
+          s.error = raise_error(s.comm, error_class_of(st), "%s: packing GPU data (%s method) failed: %s", s.call,
+                                to_string(s.transfer.method), to_string(st));
+        }
       }
-      if (st != Status::Ok) {
-        s.state = DeferredSend::State::Failed;
-        s.error = raise_error(s.comm, error_class_of(st), "%s: packing GPU data (%s method) failed: %s", s.call,
-                              to_string(s.transfer.method), to_string(st));
-      }
-      if (previous >= 0) b.use_device(previous);
       if (!ready) break;
       if (st == Status::Ok) finished = s.packed.state.get();  // a failed fence fails each of its sends
       if (s.state == DeferredSend::State::Packing) post(s);

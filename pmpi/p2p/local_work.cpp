@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/errors.hpp"
+#include "base/on_device.hpp"
 #include "base/progress.hpp"
 #include "log.hpp"
 #include "overlap.hpp"
@@ -60,10 +61,9 @@ void LocalWork::settle_if(bool others_only) {
   }
   Backend &b = gpu_backend();
   for (const Entry &e : waited) {
-    const int previous = e.device >= 0 ? b.use_device(e.device) : -1;
+    const OnDevice on(e.device);
     // A kernel that failed after its call returned (the wait clears CUDA's error).
     if (const Status st = b.wait(e.fence); st != Status::Ok) keep_failure(st);
-    if (previous >= 0) b.use_device(previous);
   }
   if (waited.empty()) return;
   // Only entries that still hold a waited fence go: one that add() replaced meanwhile
@@ -174,10 +174,12 @@ void launch_queue() {
   for (Listed &l : batch) jobs.push_back({&l.m.plan, l.m.typed, l.m.packed, l.m.bytes, Transfer{Method::Device, l.m.bytes}});
   Backend &b = gpu_backend();
   const int device = batch.front().m.device;
-  const int previous = device >= 0 ? b.use_device(device) : -1;
   Fence done;
-  const Status st = batch.front().m.to_packed ? b.pack_async(jobs, done) : b.unpack_async(jobs, done);
-  if (previous >= 0) b.use_device(previous);
+  Status st;
+  {
+    const OnDevice on(device);
+    st = batch.front().m.to_packed ? b.pack_async(jobs, done) : b.unpack_async(jobs, done);
+  }
   // The MPI calls that queued these moves have returned: a later call raises the failure.
   if (st != Status::Ok)
     keep_failure(st);
@@ -187,11 +189,10 @@ void launch_queue() {
 
 void close_open_moves() {
   if (t_open.empty()) return;
-  Backend &b = gpu_backend();
-  const int device = t_open.front().m.device;
-  const int previous = device >= 0 ? b.use_device(device) : -1;
-  b.close_open();
-  if (previous >= 0) b.use_device(previous);
+  {
+    const OnDevice on(t_open.front().m.device);
+    gpu_backend().close_open();
+  }
   t_open.clear();
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/errors.hpp"
+#include "base/on_device.hpp"
 #include "p2p/local_work.hpp"
 #include "base/forward.hpp"
 #include "log.hpp"
@@ -596,16 +597,18 @@ int finish_recvs(std::vector<Finishing> &batch) {
   }
   std::vector<Fence> fences(gpus.size());
   for (size_t i = 0; i < gpus.size(); ++i) {
-    const int previous = gpus[i].device >= 0 ? b.use_device(gpus[i].device) : -1;
-    const Status st = b.unpack_async(gpus[i].jobs, fences[i]);
-    if (previous >= 0) b.use_device(previous);
+    const Status st = [&] {
+      const OnDevice on(gpus[i].device);
+      return b.unpack_async(gpus[i].jobs, fences[i]);
+    }();
     if (st != Status::Ok)
       for (Finishing *f : gpus[i].owners) f->result = unpack_failed(*f->in, st);
   }
   for (size_t i = 0; i < gpus.size(); ++i) {
-    const int previous = gpus[i].device >= 0 ? b.use_device(gpus[i].device) : -1;
-    const Status st = b.wait(fences[i]);
-    if (previous >= 0) b.use_device(previous);
+    const Status st = [&] {
+      const OnDevice on(gpus[i].device);
+      return b.wait(fences[i]);
+    }();
     if (st != Status::Ok)
       for (Finishing *f : gpus[i].owners)
         if (f->result == MPI_SUCCESS) f->result = unpack_failed(*f->in, st);

@@ -42,6 +42,7 @@ int cancel_flight(void *extra, int complete) {
   if (!complete) (*static_cast<std::shared_ptr<Flight> *>(extra))->cancel = true;
   return MPI_SUCCESS;
 }
+
 }  // namespace
 
 int query_flight(void *extra, MPI_Status *status) {
@@ -58,7 +59,6 @@ int query_flight(void *extra, MPI_Status *status) {
   return MPI_SUCCESS;  // the error was raised already; the completion call returns it (p2p_failed)
 }
 
-// Cancels the library's request of `f` once, where MPI_Cancel asked for it (under g_flights_mutex).
 void cancel_if_asked(Flight &f) {
   if (f.cancel.exchange(false) && f.inner != MPI_REQUEST_NULL) PMPI_Cancel(&f.inner);
 }
@@ -79,9 +79,6 @@ void add_flight(std::shared_ptr<Flight> f) {
   g_flights.push_back(std::move(f));
   g_flight_count = g_flights.size();
 }
-
-// Spins until `f` finished, progressing every zero-copy message of this process (and the
-// library) meanwhile; says once every half minute what it waits for.
 
 void wait_flight(const Flight &f, const char *call) {
   auto began = std::chrono::steady_clock::now();

@@ -4,6 +4,8 @@
 // unpacked, for data), each kind tested in one call of the library. One thread at a time.
 #include <algorithm>
 #include <list>
+#include <memory>
+#include <vector>
 
 #include "base/forward.hpp"
 #include "zero_copy/p2p_flight.hpp"
@@ -72,14 +74,10 @@ void test_inner(const std::vector<std::shared_ptr<Flight>> &flights, Done done) 
 
 std::list<Reads> g_reading;  // under g_flights_mutex: reads issued by progress, not finished
 
-}  // namespace
+using Flights = std::vector<std::shared_ptr<Flight>>;
 
-void p2p_progress() {
-  if (g_flight_count.load(std::memory_order_relaxed) == 0) return;
-  std::unique_lock<std::mutex> lock(g_flights_mutex, std::try_to_lock);
-  if (!lock.owns_lock()) return;  // another thread is at it
-  std::vector<std::shared_ptr<Flight>> finished;
-  // Reads issued in earlier rounds: their receives finish once the GPU is done.
+// Reads issued in earlier rounds: their receives finish once the GPU is done.
+void finish_reads(Flights &finished) {
   for (auto it = g_reading.begin(); it != g_reading.end();) {
     int err = MPI_SUCCESS;
     if (!reads_done(*it, false, err)) {
@@ -92,20 +90,12 @@ void p2p_progress() {
     }
     it = g_reading.erase(it);
   }
-  // Sends whose control message is still the library's, and receives waiting for the
-  // library: each kind tested in one call.
-  std::vector<std::shared_ptr<Flight>> unsent, waiting;
-  for (const auto &p : g_flights) {
-    Flight &f = *p;
-    if (f.is_send && !f.inner_done) {
-      cancel_if_asked(f);
-      unsent.push_back(p);
-    } else if (!f.is_send && !f.reading) {
-      cancel_if_asked(f);
-      waiting.push_back(p);
-    }
-  }
-  std::vector<std::shared_ptr<Flight>> over;  // sends that ended with their control message
+}
+
+// Sends whose control message is still the library's (`unsent`), tested in one call; the
+// sends that ended with it or whose receivers read them leave g_flights for `finished`.
+void test_sends(const Flights &unsent, Flights &finished) {
+  Flights over;  // sends that ended with their control message
   test_inner(unsent, [&](const std::shared_ptr<Flight> &f, const MPI_Status &st, int e) {
     if (control_done(*f, st, e)) over.push_back(f);
   });
@@ -119,8 +109,15 @@ void p2p_progress() {
     }
     ++it;
   }
+}
+
+// Receives waiting for the library (`waiting`), tested in one call at a time: the control
+// messages among those that arrived get their reads issued (they finish in a later round,
+// so that messages arriving one after another overlap on the GPU instead of waiting in
+// turn), the data is unpacked now and its receives go to `finished`.
+void test_receives(Flights waiting, Flights &finished) {
   std::vector<Finishing> arrived;
-  std::vector<std::shared_ptr<Flight>> receivers;
+  Flights receivers;
   // Once one has arrived, tested again until kQuietTests tests in a row find no more: Open
   // MPI hands over a few messages per test call while its sender is still sending, and the
   // reads issued per round cost a launch (and, on device staging, a wait for the heads)
@@ -141,29 +138,51 @@ void p2p_progress() {
       waiting.erase(std::find(waiting.begin(), waiting.end(), receivers[k]));
     seen = receivers.size();
   }
-  if (!arrived.empty()) {
-    // Control messages: their reads are issued now and finish in a later round, so that
-    // messages arriving one after another overlap on the GPU instead of waiting in turn.
-    std::vector<Reads> issued = issue_reads(arrived);
-    for (Reads &g : issued) {
-      for (Reads::Read &r : g.reads) {
-        const size_t k = size_t(r.f - arrived.data());
-        receivers[k]->status = r.f->status;
-        receivers[k]->reading = true;
-        g.flights.push_back(receivers[k]);
-        r.f = nullptr;
-      }
-      g_reading.push_back(std::move(g));
+  if (arrived.empty()) return;
+  std::vector<Reads> issued = issue_reads(arrived);
+  for (Reads &g : issued) {
+    for (Reads::Read &r : g.reads) {
+      const size_t k = size_t(r.f - arrived.data());
+      receivers[k]->status = r.f->status;
+      receivers[k]->reading = true;
+      g.flights.push_back(receivers[k]);
+      r.f = nullptr;
     }
-    finish_recvs(arrived);  // data (the rest are finished already)
-    for (size_t k = 0; k < arrived.size(); ++k) {
-      Flight &f = *receivers[k];
-      if (f.reading) continue;
-      f.status = arrived[k].status;
-      if (f.error == MPI_SUCCESS) f.error = arrived[k].result;
-      finished.push_back(receivers[k]);
+    g_reading.push_back(std::move(g));
+  }
+  finish_recvs(arrived);  // data (the rest are finished already)
+  for (size_t k = 0; k < arrived.size(); ++k) {
+    Flight &f = *receivers[k];
+    if (f.reading) continue;
+    f.status = arrived[k].status;
+    if (f.error == MPI_SUCCESS) f.error = arrived[k].result;
+    finished.push_back(receivers[k]);
+  }
+}
+
+}  // namespace
+
+void p2p_progress() {
+  if (g_flight_count.load(std::memory_order_relaxed) == 0) return;
+  std::unique_lock<std::mutex> lock(g_flights_mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // another thread is at it
+  Flights finished;
+  finish_reads(finished);
+  // Sends whose control message is still the library's, and receives waiting for the
+  // library: each kind tested in one call.
+  Flights unsent, waiting;
+  for (const auto &p : g_flights) {
+    Flight &f = *p;
+    if (f.is_send && !f.inner_done) {
+      cancel_if_asked(f);
+      unsent.push_back(p);
+    } else if (!f.is_send && !f.reading) {
+      cancel_if_asked(f);
+      waiting.push_back(p);
     }
   }
+  test_sends(unsent, finished);
+  test_receives(std::move(waiting), finished);
   for (auto &f : finished) {
     if (!f->is_send) g_flights.remove(f);
     f->done = true;

@@ -112,7 +112,6 @@ std::mutex g_landing_flights_mutex;
 std::list<Landing> g_landings;
 }  // namespace
 
-// A free landing buffer of at least `bytes` on `device` (current), taken; null on failure.
 Landing *take_landing(int device, int64_t bytes) {
   std::lock_guard<std::mutex> lock(g_landing_flights_mutex);
   for (Landing &l : g_landings)

@@ -57,4 +57,5 @@ int p2p_recv(Incoming &in, int source, int tag, MPI_Comm comm, MPI_Status *statu
   }
   return f->error;
 }
+
 }  // namespace tempi

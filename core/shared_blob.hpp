@@ -1,6 +1,6 @@
 // Named, immutable blocks of bytes in POSIX shared memory (/dev/shm) that other processes
 // of the node read: zero-copy's plans too large for a communicator's plan arena
-// (pmpi/zero_copy/zero_copy.cpp). The pages of a block are reserved before it is written, so a full
+// (pmpi/node/plan_arena.cpp). The pages of a block are reserved before it is written, so a full
 // /dev/shm (a container's small one) is an error its writer sees, never a SIGBUS.
 #pragma once
 

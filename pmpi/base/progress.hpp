@@ -17,7 +17,6 @@
 namespace tempi {
 
 enum class ProgressSlot {
-  NodeShare,             // node-shared memory and IPC mappings: closed last
   LocalMoves,            // this thread's queued MPI_Pack/MPI_Unpack moves (TEMPI_DEFER_PACK)
   Engine,                // deferred sends of GPU data, posted in the application's order
   Detached,              // requests freed with MPI_Request_free while active

@@ -1,8 +1,9 @@
-// What zero-copy point-to-point (zero_copy_p2p.cpp) uses of a communicator's node share,
-// the shared-memory segment per node rank that zero-copy collectives set up
-// (zero_copy.cpp, docs/design.md "Zero-copy collectives"): the ranks of the node, the GPUs
-// each rank's GPU can read, the plan arena, the cache of mapped peer allocations, and the
-// board of point-to-point entries that each rank's segment holds.
+// A communicator's node share as zero-copy point-to-point (zero_copy/p2p_*.cpp) uses it:
+// the shared-memory segment per node rank that the zero-copy collectives set up
+// (node/share.cpp, node/segment.hpp; docs/design.md "Zero-copy between GPUs of one node"):
+// the ranks of the node, the GPUs each rank's GPU can read, the plan arena
+// (node/plan_arena.cpp), the cache of mapped peer allocations (node/peer_mapping.hpp), and
+// the board of point-to-point entries that each rank's segment holds.
 #pragma once
 
 #include <mpi.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "node/peer_mapping.hpp"
 #include "plan.hpp"
 
 namespace tempi {
@@ -26,7 +28,7 @@ struct NodeShare;
 struct P2pEntry {
   // 0 free; 1 posted (the receiver may read the buffer); 2 read (the receiver's GPU finished,
   // or it refused the data: a truncated receive). Written last by whoever hands it on.
-  // zero_copy_p2p.cpp adds the states of an entry being filled and of a push (its receiver
+  // zero_copy/p2p_flight.hpp adds the states of an entry being filled and of a push (its receiver
   // cannot map the send buffer, so the sender packs the message into `landing`).
   std::atomic<uint32_t> state{0};
   int32_t dest = -1;     // the receiver's node rank
@@ -80,41 +82,14 @@ int64_t publish_plan(NodeShare &s, const Plan &plan, uint64_t id, int64_t count)
 // This rank's own plans are always found. Thread-safe.
 const Plan *peer_plan(NodeShare &s, int peer, int64_t at);
 
-// An allocation of another process of the node, mapped on the current GPU through the
-// process's cache of mappings (keyed by the owner's process and the allocation's id, never
-// by address) and held mapped while this object holds it: the cache unmaps only mappings
-// that nobody holds, so GPU work reading through one never loses it. Hold it until that
-// work is finished.
-class PeerMapping {
- public:
-  PeerMapping() = default;
-  PeerMapping(PeerMapping &&other) noexcept { *this = std::move(other); }
-  PeerMapping &operator=(PeerMapping &&other) noexcept;
-  PeerMapping(const PeerMapping &) = delete;
-  PeerMapping &operator=(const PeerMapping &) = delete;
-  ~PeerMapping() { release(); }
-  // Maps (or finds) the allocation named by `h` of process `pid`; base() is its first byte.
-  Status map(int32_t pid, const IpcHandle &h);
-  char *base() const { return static_cast<char *>(base_); }
-  uint64_t buffer_id() const { return base_ ? buffer_id_ : 0; }  // 0: none held
-  int32_t pid() const { return pid_; }
-  void release();
-
- private:
-  int32_t pid_ = 0;
-  uint64_t buffer_id_ = 0;
-  void *base_ = nullptr;
-};
-// Device scratch for the typed-to-typed moves `jobs`, one allocation for all (Backend::
-// move_async moves the pairs that do not go in one pass through it). Where that much device
-// memory cannot be had the jobs get none, and move_pairs moves the pairs that need it one at
-// a time (docs/design.md, "Bad arguments, faults and sanitizers": a failed GPU allocation falls back rather than fails the call).
-void lend_scratch(std::vector<PairJob> &jobs, Scratch &scratch);
-// Backend::move_async of `jobs` (on the current GPU); where a pair needs scratch that it has
-// not, every pair moves alone, each through scratch of its own size where it needs it, and
-// is finished when this returns (`done` then empty).
-Status move_pairs(const std::vector<PairJob> &jobs, Fence &done);
 // The identity (PCI bus id) of GPU `device`.
 std::string gpu_identity(int device);
+
+// At MPI_Finalize, in this order: node_finalizing() before any share may go (from then on
+// a share frees nothing collectively: the library frees its own objects), node_close()
+// once no GPU work reads a peer's memory: unmaps every peer allocation and removes this
+// process's plan blocks.
+void node_finalizing();
+void node_close();
 
 }  // namespace tempi

@@ -72,7 +72,7 @@ class Engine {
   // posted after every earlier one, whichever mechanism queued it (progress.hpp).
   void before_send(MPI_Comm comm, int dest);
   // The same for a send that another mechanism queues (a zero-copy control message joins the
-  // queue of those waiting to be posted, zero_copy_p2p.cpp): only the engine's earlier sends
+  // queue of those waiting to be posted, zero_copy/p2p_send.cpp): only the engine's earlier sends
   // to (comm, dest) are posted now, since that queue posts its own in order.
   void before_queued_send(MPI_Comm comm, int dest);
 

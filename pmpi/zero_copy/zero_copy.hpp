@@ -25,6 +25,12 @@
 // a peer's blocks it tells that peer; a sender returns only when every reader of its send
 // buffer has told it. A neighbourhood collective talks to its neighbours only. Ranks whose
 // buffers are host memory write their slot and never wait.
+//
+// Where it is: the call's start, zero_copy/call.cpp; the handshake, zero_copy/negotiate.cpp
+// (this rank's half, zero_copy/place_local.cpp; what is kept between calls,
+// zero_copy/memo.hpp; the slots, zero_copy/slots.hpp); the library round and the end of the
+// call, zero_copy/finish.cpp; persistent starts, zero_copy/persistent.cpp; their progress,
+// zero_copy/progress.cpp. The node share itself (segment, plan arena, mappings) is pmpi/node/.
 #pragma once
 
 #include <mpi.h>
@@ -43,6 +49,7 @@ struct NodeShare;
 class ZeroCopyPersistent;
 struct ZeroCopyMemo;
 struct LocalHalf;
+struct Negotiation;
 
 class ZeroCopyCall {
  public:
@@ -85,6 +92,7 @@ class ZeroCopyCall {
   friend class ZeroCopyPersistent;
   friend struct ZeroCopyMemo;
   friend struct LocalHalf;
+  friend struct Negotiation;
   // The handshake and the pair decisions; `flags_at`: this rank's persistent flags
   // (kBlockingCall: a blocking call). Fills active_ (and reads_ where no memo keeps them).
   int negotiate(MPI_Comm comm, const char *call, void *sbuf, std::vector<Block> &sblocks,
@@ -99,7 +107,7 @@ class ZeroCopyCall {
   // (prepared now at the first such call). False where the backend cannot prepare them.
   bool move_as_before();
   // Whether this call takes part in the round of library_needed, and this rank's part of it
-  // (what it says: zero_copy.cpp's kLibrary*); false where no rank calls the library.
+  // (what it says: zero_copy/slots.hpp's kLibrary*); false where no rank calls the library.
   bool library_round() const;
   bool tell_library(uint32_t mine_says);
   // The moves of active_ (Backend::move_async), with device scratch for the pairs that do
@@ -221,10 +229,6 @@ struct ZeroCopyCounts {
   uint64_t library_skipped = 0;  // blocking calls in which no rank called the MPI library (all zero-copy)
 };
 ZeroCopyCounts zero_copy_counts();
-
-// At MPI_Finalize, before requests freed while active are finished: lets every started
-// persistent zero-copy collective finish.
-void zero_copy_drain();
 
 // Closes every mapped peer allocation (at MPI_Finalize).
 void zero_copy_shutdown();

@@ -11,6 +11,12 @@
 // message is recognized by its size, a magic number, the sender's
 // random nonce and a live entry of the sender's board with the same serial, tag and
 // receiver: never by chance.
+//
+// Where it is: enabling, zero_copy/p2p_enable.cpp; sends and their queue,
+// zero_copy/p2p_send.cpp; receives, zero_copy/p2p_recv.cpp; the requests the application
+// holds and their failures, zero_copy/p2p_flight.cpp; reading control messages,
+// zero_copy/p2p_reads.cpp; pushes, zero_copy/p2p_push.cpp; progress,
+// zero_copy/p2p_progress.cpp; probes, zero_copy/p2p_probe.cpp.
 #pragma once
 
 #include <mpi.h>

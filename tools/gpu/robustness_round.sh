@@ -38,7 +38,7 @@ run() {
   local rc=$?
   local errors mapped
   errors=$(grep -h "ERROR SUMMARY" "$log" | awk '{s += $4} END {print s + 0}')
-  # zero-copy's "resource already mapped" answer is handled (pmpi/zero_copy/zero_copy.cpp, Mappings:
+  # zero-copy's "resource already mapped" answer is handled (pmpi/node/peer_mapping.cpp:
   # unmap that peer's stale mappings, retry), but memcheck reports every refused API call
   mapped=$(grep -c "Program hit cudaErrorAlreadyMapped" "$log")
   local line

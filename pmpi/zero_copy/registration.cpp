@@ -1,4 +1,4 @@
-#include "zero_copy/progress_hooks.hpp"
+#include "zero_copy/registration.hpp"
 
 #include "base/progress.hpp"
 #include "base/stats.hpp"
@@ -9,8 +9,10 @@ namespace tempi {
 
 namespace {
 
-// Persistent zero-copy collectives' starts complete through their poll; at shutdown the
-// zero-copy thread stops and mapped peer allocations close.
+// Persistent zero-copy collectives' starts complete through their poll (which polls
+// zero-copy messages too); at shutdown the zero-copy thread stops, the node shares are
+// marked finalizing before the pushers drop theirs, and mapped peer allocations close
+// (zero_copy_shutdown, in that order).
 const ProgressHooks &collective_hooks() {
   static const ProgressHooks hooks = [] {
     ProgressHooks h;
@@ -23,8 +25,8 @@ const ProgressHooks &collective_hooks() {
   return hooks;
 }
 
-// Zero-copy messages: control messages queued to be posted together, flights completed by
-// poll, and errors of requests TEMPI completes itself.
+// Zero-copy messages: control messages queued to be posted together, flights in flight
+// (completed by the collectives' poll above), and errors of requests TEMPI completes itself.
 const ProgressHooks &p2p_hooks() {
   static const ProgressHooks hooks = [] {
     ProgressHooks h;

@@ -69,6 +69,11 @@ inline int untouched(std::shared_ptr<CollectiveOp> op, int err, const Issue &how
 
 inline void *mutable_buf(const void *p) { return const_cast<void *>(p); }
 
+// Side::plan for a GPU buffer of an op that moves bytes (not a reduction's typed data).
+inline int plan_side(Side &s, const void *buf, std::vector<Block> blocks, const CollectiveOp &op) {
+  return s.plan(mutable_buf(buf), std::move(blocks), false, op.comm, op.call);
+}
+
 // The rest of a collective that passes one count of one type on each side, once its sides
 // are planned: the library's call on the application's arguments where neither side needs
 // TEMPI, else on the staging, after the send side is loaded. `next` issues the library's call.

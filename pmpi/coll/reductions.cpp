@@ -50,7 +50,7 @@ int reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op mp
   };
   Group g;
   Role role;
-  if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None) return next(sbuf, rbuf);
+  if (!rooted(comm, root, g, role)) return next(sbuf, rbuf);
   auto op = new_op("MPI_Reduce", "MPI_Ireduce", comm, how);
   const bool sends = g.inter ? role == Role::Leaf : !(role == Role::Root && sbuf == MPI_IN_PLACE);
   if (sends)

@@ -15,12 +15,12 @@ int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, Issu
   };
   Group g;
   Role role;
-  if (!gpu_data(buf) || !group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
+  if (!gpu_data(buf) || !rooted(comm, root, g, role))
     return next(buf, count, type);
   auto op = new_op("MPI_Bcast", "MPI_Ibcast", comm, how);
   const bool sends = role == Role::Root;
   Side &s = sends ? op->send : op->recv;
-  if (const int err = s.plan(buf, single(count, type, sends, !sends), false, comm, op->call)) return err;
+  if (const int err = plan_side(s, buf, single(count, type, sends, !sends), *op)) return err;
   if (!needed(*op)) return untouched(op, next(buf, count, type), how);
   if (const int err = load(*op, how)) return err;
   Wire &w = sends ? op->swire : op->rwire;
@@ -35,18 +35,17 @@ int gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rco
   };
   Group g;
   Role role;
-  if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
+  if (!rooted(comm, root, g, role))
     return next(sbuf, scount, stype, rbuf, rcount, rtype);
   auto op = new_op("MPI_Gather", "MPI_Igather", comm, how);
   const bool in_place = sbuf == MPI_IN_PLACE;
   const bool sends = !g.inter || role == Role::Leaf;
   if (sends && gpu_data(sbuf))
-    if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
-      return err;
+    if (const int err = plan_side(op->send, sbuf, single(scount, stype, true, false), *op)) return err;
   if (role == Role::Root && gpu_data(rbuf)) {
     std::vector<Block> blocks = uniform(g.peers(), rcount, rtype, false, true);
     if (in_place && !g.inter) blocks[size_t(g.rank)].store = false;  // the root's own block stays where it is
-    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+    if (const int err = plan_side(op->recv, rbuf, std::move(blocks), *op)) return err;
   }
   return issue_uniform(std::move(op), how, sbuf, scount, stype, rbuf, rcount, rtype, next);
 }
@@ -58,19 +57,18 @@ int gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const 
   };
   Group g;
   Role role;
-  if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
+  if (!rooted(comm, root, g, role))
     return next(sbuf, scount, stype, rbuf, rcounts, displs, rtype);
   auto op = new_op("MPI_Gatherv", "MPI_Igatherv", comm, how);
   const bool in_place = sbuf == MPI_IN_PLACE;
   const bool sends = !g.inter || role == Role::Leaf;
   if (sends && gpu_data(sbuf))
-    if (const int err = op->send.plan(mutable_buf(sbuf), single(scount, stype, true, false), false, comm, op->call))
-      return err;
+    if (const int err = plan_side(op->send, sbuf, single(scount, stype, true, false), *op)) return err;
   if (role == Role::Root && gpu_data(rbuf)) {
     std::vector<Block> blocks;
     if (const int err = varying(g.peers(), rcounts, displs, rtype, false, true, comm, op->call, blocks)) return err;
     if (in_place && !g.inter) blocks[size_t(g.rank)].store = false;
-    if (const int err = op->recv.plan(rbuf, std::move(blocks), false, comm, op->call)) return err;
+    if (const int err = plan_side(op->recv, rbuf, std::move(blocks), *op)) return err;
   }
   return issue_gathered(std::move(op), how, sbuf, scount, stype, rbuf, rcounts, displs, rtype, next);
 }
@@ -82,7 +80,7 @@ int scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rc
   };
   Group g;
   Role role;
-  if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
+  if (!rooted(comm, root, g, role))
     return next(sbuf, scount, stype, rbuf, rcount, rtype);
   auto op = new_op("MPI_Scatter", "MPI_Iscatter", comm, how);
   const bool in_place = rbuf == MPI_IN_PLACE;
@@ -90,10 +88,10 @@ int scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rc
   if (role == Role::Root && gpu_data(sbuf)) {
     std::vector<Block> blocks = uniform(g.peers(), scount, stype, true, false);
     if (in_place && !g.inter) blocks[size_t(g.rank)].load = false;  // the root's own block is not sent
-    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
+    if (const int err = plan_side(op->send, sbuf, std::move(blocks), *op)) return err;
   }
   if (receives && gpu_data(rbuf))
-    if (const int err = op->recv.plan(rbuf, single(rcount, rtype, false, true), false, comm, op->call)) return err;
+    if (const int err = plan_side(op->recv, rbuf, single(rcount, rtype, false, true), *op)) return err;
   return issue_uniform(std::move(op), how, sbuf, scount, stype, rbuf, rcount, rtype, next);
 }
 
@@ -104,7 +102,7 @@ int scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Data
   };
   Group g;
   Role role;
-  if (!group_of(comm, g) || !role_of(g, root, role) || role == Role::None)
+  if (!rooted(comm, root, g, role))
     return next(sbuf, scounts, displs, stype, rbuf, rcount, rtype);
   auto op = new_op("MPI_Scatterv", "MPI_Iscatterv", comm, how);
   const bool in_place = rbuf == MPI_IN_PLACE;
@@ -113,10 +111,10 @@ int scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Data
     std::vector<Block> blocks;
     if (const int err = varying(g.peers(), scounts, displs, stype, true, false, comm, op->call, blocks)) return err;
     if (in_place && !g.inter) blocks[size_t(g.rank)].load = false;
-    if (const int err = op->send.plan(mutable_buf(sbuf), std::move(blocks), false, comm, op->call)) return err;
+    if (const int err = plan_side(op->send, sbuf, std::move(blocks), *op)) return err;
   }
   if (receives && gpu_data(rbuf))
-    if (const int err = op->recv.plan(rbuf, single(rcount, rtype, false, true), false, comm, op->call)) return err;
+    if (const int err = plan_side(op->recv, rbuf, single(rcount, rtype, false, true), *op)) return err;
   if (!needed(*op)) return untouched(op, next(sbuf, scounts, displs, stype, rbuf, rcount, rtype), how);
   if (const int err = load(*op, how)) return err;
   VArgs s;

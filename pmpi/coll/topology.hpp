@@ -23,6 +23,10 @@ bool group_of(MPI_Comm comm, Group &g);
 // the library must judge.
 enum class Role { None, Root, Leaf };
 bool role_of(const Group &g, int root, Role &r);
+// Both, for a process that takes part in a rooted collective the library need not judge.
+inline bool rooted(MPI_Comm comm, int root, Group &g, Role &r) {
+  return group_of(comm, g) && role_of(g, root, r) && r != Role::None;
+}
 
 // The neighbourhood of a process topology, in MPI's order: a Cartesian one's missing
 // neighbours are MPI_PROC_NULL (their blocks are left alone). False without a topology.

@@ -8,13 +8,13 @@
 namespace tempi {
 namespace coll {
 
+namespace {
+
 int64_t extent_of(MPI_Datatype type) {
   MPI_Count lb = 0, extent = 0;
   PMPI_Type_get_extent_x(type, &lb, &extent);
   return extent;
 }
-
-namespace {
 
 int64_t step_of(int count, MPI_Datatype type) {
   return type == MPI_DATATYPE_NULL || count <= 0 ? 0 : int64_t(count) * extent_of(type);

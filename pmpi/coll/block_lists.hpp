@@ -14,8 +14,6 @@
 namespace tempi {
 namespace coll {
 
-int64_t extent_of(MPI_Datatype type);
-
 // One block of `count` elements at the buffer's address.
 std::vector<Block> single(int count, MPI_Datatype type, bool load, bool store);
 

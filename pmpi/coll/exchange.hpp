@@ -46,7 +46,6 @@ struct Exchange {
   Issue how;
 
   bool neighbours() const { return kind == Kind::NeighborAlltoallv || kind == Kind::NeighborAlltoallw; }
-  bool per_peer_types() const { return kind == Kind::Alltoallw || kind == Kind::NeighborAlltoallw; }
 };
 
 // Runs the call `x` describes, exactly once at the library. Returns an MPI error code.

@@ -59,7 +59,6 @@ class Side {
   // unpack_jobs only lists.
   void unpack_jobs(std::vector<MoveJob> &jobs);
   int device() const { return device_; }
-  bool stores() const { return stores_; }
   int region_back(MPI_Comm comm, const char *call);
 
  private:

@@ -378,13 +378,13 @@ int TEMPI_WRAPPER(MPI_Reduce_local)(const void *inbuf, void *inoutbuf, int count
 
 // MPI-4 persistent collectives (MPI_X_init), where the library has them: TEMPI plans the
 // GPU buffers and takes staging once; every MPI_Start packs the send blocks' current data
-// and issues the library's nonblocking collective on the staging (persistent.hpp). Host
-// buffers too: a persistent collective matches only persistent collectives, so every rank
-// of one must make the same kind of call, and a rank cannot know whether its peers' buffers
-// are GPU memory. `info` carries hints for the library's own persistent call, which TEMPI
+// and issues the library's nonblocking collective on the staging (coll/persistent_coll.hpp).
+// Host buffers too: a persistent collective matches only persistent collectives, so every
+// rank of one must make the same kind of call, and a rank cannot know whether its peers'
+// buffers are GPU memory. `info` carries hints for the library's own persistent call, which TEMPI
 // does not make. Zero-copy pairs are agreed at init (ZeroCopyPersistent, zero_copy.hpp).
 // The application may free the communicator and datatypes after init: the request holds
-// them for its starts (Issue::Init, HeldHandles in persistent.hpp).
+// them for its starts (Issue::Init, HeldHandles in coll/persistent_coll.hpp).
 #if MPI_VERSION >= 4
 
 int TEMPI_WRAPPER(MPI_Bcast_init)(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Info info,

@@ -11,6 +11,7 @@
 #include "base/on_device.hpp"
 #include "p2p/local_work.hpp"
 #include "base/forward.hpp"
+#include "base/gpu_batches.hpp"
 #include "log.hpp"
 #include "node/node_share.hpp"
 #include "base/peers.hpp"
@@ -570,12 +571,7 @@ int finish_recvs(std::vector<Finishing> &batch) {
   }
   // Every unpack is issued before one wait per GPU.
   Backend &b = gpu_backend();
-  struct OnGpu {
-    int device;
-    std::vector<MoveJob> jobs;
-    std::vector<Finishing *> owners;
-  };
-  std::vector<OnGpu> gpus;
+  std::vector<GpuMoves<Finishing>> gpus;
   int first = MPI_SUCCESS;
   for (Finishing &f : batch) {
     Incoming &in = *f.in;
@@ -589,30 +585,12 @@ int finish_recvs(std::vector<Finishing> &batch) {
     MPI_Count received = 0;
     PMPI_Get_elements_x(&f.status, MPI_BYTE, &received);
     if (received <= 0) continue;
-    const int device = in.device;
-    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const OnGpu &o) { return o.device == device; });
-    if (g == gpus.end()) g = gpus.insert(gpus.end(), OnGpu{device, {}, {}});
-    g->jobs.push_back({&in.plan, in.user, in.staging.ptr, int64_t(received), in.transfer});
-    g->owners.push_back(&f);
+    add_move(gpus, in.device, MoveJob{&in.plan, in.user, in.staging.ptr, int64_t(received), in.transfer}, &f);
   }
-  std::vector<Fence> fences(gpus.size());
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    const Status st = [&] {
-      const OnDevice on(gpus[i].device);
-      return b.unpack_async(gpus[i].jobs, fences[i]);
-    }();
-    if (st != Status::Ok)
-      for (Finishing *f : gpus[i].owners) f->result = unpack_failed(*f->in, st);
-  }
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    const Status st = [&] {
-      const OnDevice on(gpus[i].device);
-      return b.wait(fences[i]);
-    }();
-    if (st != Status::Ok)
-      for (Finishing *f : gpus[i].owners)
-        if (f->result == MPI_SUCCESS) f->result = unpack_failed(*f->in, st);
-  }
+  const std::vector<Status> status = move_by_gpu(gpus, false);
+  for (size_t i = 0; i < gpus.size(); ++i)
+    if (status[i] != Status::Ok)
+      for (Finishing *f : gpus[i].owners) f->result = unpack_failed(*f->in, status[i]);
   for (const Finishing &f : batch)
     if (first == MPI_SUCCESS) first = f.result;
   return first;

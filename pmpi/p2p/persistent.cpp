@@ -1,18 +1,18 @@
+// Persistent point-to-point requests, and MPI_Start/MPI_Startall of every persistent request
+// TEMPI tracks (persistent.hpp): collectives start through their CollectiveStart.
 #include "p2p/persistent.hpp"
 
 #include <algorithm>
 #include <utility>
 #include <vector>
 
-#include "coll/collectives.hpp"
 #include "p2p/engine.hpp"
 #include "base/errors.hpp"
 #include "base/forward.hpp"
+#include "base/gpu_batches.hpp"
 #include "p2p/local_work.hpp"
 #include "p2p/requests.hpp"
-#include "zero_copy/zero_copy.hpp"
 #include "base/runtime.hpp"
-#include "base/validate.hpp"
 
 namespace tempi {
 
@@ -60,37 +60,6 @@ int persistent_recv_init(RecvInitFn next, const char *call, void *buf, int count
 
 namespace {
 
-// Predefined types need no holding: they are never freed.
-bool derived(MPI_Datatype type) {
-  int integers = 0, addresses = 0, types = 0, combiner = MPI_COMBINER_NAMED;
-  return type != MPI_DATATYPE_NULL && PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner) ==
-                                          MPI_SUCCESS && combiner != MPI_COMBINER_NAMED;
-}
-
-}  // namespace
-
-HeldHandles::HeldHandles(MPI_Comm comm, const std::vector<MPI_Datatype> &types) {
-  // Each distinct type once; MPI_BYTE holds the communicator alone. A type the library
-  // would refuse (not committed: only allowed for empty blocks) cannot be held; nothing
-  // reads such a block.
-  std::vector<MPI_Datatype> held{MPI_BYTE};
-  for (MPI_Datatype t : types)
-    if (derived(t) && std::find(held.begin(), held.end(), t) == held.end() && library_accepts(t)) held.push_back(t);
-  for (MPI_Datatype t : held) {
-    MPI_Request hold = MPI_REQUEST_NULL;
-    if (TEMPI_NEXT(MPI_Recv_init)(nullptr, 0, t, 0, 0, comm, &hold) == MPI_SUCCESS) holds_.push_back(hold);
-  }
-}
-
-HeldHandles::~HeldHandles() {
-  int finalized = 0;
-  PMPI_Finalized(&finalized);
-  if (finalized) return;
-  for (MPI_Request &hold : holds_) TEMPI_NEXT(MPI_Request_free)(&hold);
-}
-
-namespace {
-
 struct Starting {
   MPI_Request handle;
   std::unique_ptr<Pending> pending;
@@ -101,32 +70,16 @@ struct Starting {
 int prepare(std::vector<Starting> &ours) {
   Backend &b = gpu_backend();
   settle_other_threads();
-  struct OnGpu {
-    int device;
-    std::vector<MoveJob> jobs;
-    std::vector<PersistentOp *> owners;
-  };
-  std::vector<OnGpu> gpus;
+  std::vector<GpuMoves<PersistentOp>> gpus;
   std::vector<Starting *> packs;
   for (Starting &s : ours) {
     Pending &p = *s.pending;
     if (!p.persistent) continue;
     PersistentOp &op = *p.persistent;
     if (op.collective()) {  // its send blocks' current data packed, then the library's call
-      if (const int err = start_collective(static_cast<CollectiveOp &>(*p.op))) return err;
       // Active as soon as the library's call is issued, whatever a later start of the same
       // MPI_Startall does: its completion then unpacks, and no start repacks its staging early.
-      if (!op.zero_copy) {
-        if (const int err = op.restart(&op.library)) return err;
-        op.active = true;
-        continue;
-      }
-      // Zero-copy pairs: peers may read from here on; the application's completion calls
-      // wait for a request that covers those moves and the library's call.
-      if (const int err = op.zero_copy->begin()) return err;
-      MPI_Request library = MPI_REQUEST_NULL;
-      if (const int err = op.restart(&library)) return err;
-      if (const int err = op.zero_copy->gate(library, &op.library)) return err;
+      if (const int err = op.starts->start(&op.library)) return err;
       op.active = true;
       continue;
     }
@@ -154,25 +107,14 @@ int prepare(std::vector<Starting> &ours) {
   }
   for (Starting *s : packs) {
     PersistentOp &op = *s->pending->persistent;
-    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const OnGpu &o) { return o.device == op.device; });
-    if (g == gpus.end()) g = gpus.insert(gpus.end(), OnGpu{op.device, {}, {}});
-    g->jobs.push_back({&op.plan.plan, const_cast<void *>(op.typed), s->pending->out.staging.ptr,
-                       op.plan.plan.packed_size(), op.plan.transfer});
-    g->owners.push_back(&op);
+    add_move(gpus, op.device,
+             MoveJob{&op.plan.plan, const_cast<void *>(op.typed), s->pending->out.staging.ptr,
+                     op.plan.plan.packed_size(), op.plan.transfer},
+             &op);
   }
-  std::vector<Fence> fences(gpus.size());
-  std::vector<Status> status(gpus.size(), Status::Ok);
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    const int previous = gpus[i].device >= 0 ? b.use_device(gpus[i].device) : -1;
-    status[i] = b.pack_async(gpus[i].jobs, fences[i]);
-    if (previous >= 0) b.use_device(previous);
-  }
+  const std::vector<Status> status = move_by_gpu(gpus, true);
   int first = MPI_SUCCESS;
   for (size_t i = 0; i < gpus.size(); ++i) {
-    const int previous = gpus[i].device >= 0 ? b.use_device(gpus[i].device) : -1;
-    const Status waited = b.wait(fences[i]);
-    if (status[i] == Status::Ok) status[i] = waited;
-    if (previous >= 0) b.use_device(previous);
     if (status[i] != Status::Ok && first == MPI_SUCCESS) {
       const PersistentOp &op = *gpus[i].owners.front();
       first = raise_error(op.comm, MPI_ERR_INTERN, "%s: packing GPU data (%s method) failed: %s", op.call,

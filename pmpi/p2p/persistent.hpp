@@ -1,6 +1,6 @@
 // Persistent point-to-point requests on GPU buffers (MPI_Send_init, MPI_Ssend_init,
 // MPI_Bsend_init, MPI_Rsend_init, MPI_Recv_init; MPI_Start, MPI_Startall), and the start of
-// persistent collectives (PersistentOp::collective()).
+// persistent collectives through CollectiveStart (PersistentOp::collective()).
 //
 // At init TEMPI decides once what every start does: plan, method and staging (plan_send /
 // prepare_recv, as for MPI_Send and MPI_Recv), and creates the MPI library's own persistent
@@ -20,7 +20,6 @@
 
 #include <mpi.h>
 
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -28,43 +27,28 @@
 
 namespace tempi {
 
-class ZeroCopyPersistent;
-
-// The communicator and derived datatypes that every start of a persistent collective
-// names again (each start issues a new library call with them). MPI lets the application
-// free them once the request exists (MPI_Comm_free and MPI_Type_free only mark them for
-// deallocation), and the library may then give their handles to new objects. TEMPI holds
-// them as the library holds those of its own persistent requests: with an inactive
-// persistent receive of the library's on each, never started, freed with TEMPI's request.
-// From rank 0 rather than MPI_PROC_NULL: Open MPI's requests to MPI_PROC_NULL hold nothing.
-class HeldHandles {
+// What each MPI_Start of a persistent collective does (coll/persistent_coll.hpp makes it):
+// the start of MPI_Startall runs it without knowing collectives.
+class CollectiveStart {
  public:
-  HeldHandles(MPI_Comm comm, const std::vector<MPI_Datatype> &types);
-  ~HeldHandles();
-  HeldHandles(const HeldHandles &) = delete;
-  HeldHandles &operator=(const HeldHandles &) = delete;
-
- private:
-  std::vector<MPI_Request> holds_;
+  virtual ~CollectiveStart() = default;
+  // Packs the send blocks' current data and issues the library's nonblocking collective
+  // (and the start's zero-copy moves); `library` gets the request that completion calls
+  // wait for in the handle's place. Returns an MPI error code.
+  virtual int start(MPI_Request *library) = 0;
 };
 
 struct PersistentOp {
-  // A persistent collective (MPI-4 MPI_X_init on GPU buffers, collectives.hpp): the
-  // application's handle is a generalized request of TEMPI's that never completes while the
-  // request lives, each start issues the library's nonblocking collective on the staging
-  // (`restart`), and completion calls wait for that request (`library`) in its place. The
-  // library's own persistent collectives are not used: MPICH 4.0.2's returned wrong bytes on
-  // host buffers (a root's own block copied at init, not at start; wrong data at a second
-  // start of MPI_Allgather).
-  std::function<int(MPI_Request *)> restart;
+  // A persistent collective (MPI-4 MPI_X_init, coll/persistent_coll.hpp): the application's
+  // handle is a generalized request of TEMPI's that never completes while the request lives
+  // (persistent_handle), each start runs `starts`, and completion calls wait for the
+  // start's request (`library`) in the handle's place: the library's nonblocking
+  // collective, or, with zero-copy pairs, a generalized request that completes when it and
+  // the start's zero-copy moves have.
+  std::shared_ptr<CollectiveStart> starts;
   MPI_Request library = MPI_REQUEST_NULL;
-  // Zero-copy pairs between GPUs of the node (zero_copy.hpp), where there are: `library`
-  // is then a generalized request that completes when the library's request of the start
-  // and the start's zero-copy moves have.
-  std::shared_ptr<ZeroCopyPersistent> zero_copy;
-  std::shared_ptr<const void> arrays;  // what `restart` reads besides the application's arguments
-  std::shared_ptr<HeldHandles> held;   // the handles `restart` names
-  bool collective() const { return bool(restart); }
+  std::shared_ptr<const void> arrays;  // what a start's library call reads besides the application's arguments
+  bool collective() const { return bool(starts); }
 
   bool is_send = false;
   bool active = false;  // started and not yet reported complete

@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "backend.hpp"
-#include "coll/collectives.hpp"
+#include "base/block.hpp"
 #include "node/node_share.hpp"
 
 namespace tempi {

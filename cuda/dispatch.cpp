@@ -274,6 +274,17 @@ Status pitched_copy(const Plan &plan, void *typed, void *host, int64_t bytes, bo
   return Status::Ok;
 }
 
+PairRoute choose_pair(const PairJob &j, int64_t bytes, FusedPair &p) {
+  const MoveJob from{j.from, const_cast<void *>(j.from_typed), nullptr, bytes, Transfer{Method::Device, bytes}};
+  const MoveJob to{j.to, j.to_typed, nullptr, bytes, Transfer{Method::Device, bytes}};
+  if (!describe_fused(from, nullptr, p.from) || !describe_fused(to, nullptr, p.to)) return PairRoute::Other;
+  if (j.to->contiguous() && runs_alone(p.from)) return PairRoute::PackIntoRun;
+  if (j.from->contiguous() && runs_alone(p.to)) return PairRoute::UnpackFromRun;
+  p.from.word = p.to.word = std::min(p.from.word, p.to.word);  // powers of two: the smaller divides both
+  if (fusable(p.from.ndims, bytes, p.from.word) && fusable(p.to.ndims, bytes, p.to.word)) return PairRoute::Fused;
+  return PairRoute::Other;
+}
+
 void release_plan_units(uint64_t id) {
   std::lock_guard<std::mutex> lock(g_units_mutex);
   for (int device = 0; device < kMaxDevices; ++device) units().erase(units_key(id, device));

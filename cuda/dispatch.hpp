@@ -30,6 +30,12 @@ Status pitched_copy(const Plan &plan, void *typed, void *host, int64_t bytes, bo
 bool describe_fused(const MoveJob &j, void *packed, FusedObject &o);
 // A large transpose or permutation that leaves the fused launch for the tiled kernels.
 bool runs_alone(const FusedObject &o);
+// How a typed-to-typed move of `bytes` bytes goes: both plans strided and fusable, one
+// fused launch of pairs (`p` describes it, one access width for both sides); a large
+// transpose or permutation whose other side is one contiguous run, a pack into that run or
+// an unpack from it by the tiled kernels; Other: paired runs or the pair's scratch (pairs.cpp).
+enum class PairRoute { Fused, PackIntoRun, UnpackFromRun, Other };
+PairRoute choose_pair(const PairJob &j, int64_t bytes, FusedPair &p);
 // Whether an object of a batch or of an open launch shares its launch: up to
 // kOpenMaxBytes; a contiguous run above it goes to the copy engines alone.
 inline bool shares_launch(int64_t bytes) { return bytes <= policy::kOpenMaxBytes; }

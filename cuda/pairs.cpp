@@ -87,23 +87,20 @@ Status issue_pairs(Backend &b, const std::vector<PairJob> &jobs, cudaStream_t st
   for (const PairJob &j : jobs) {
     const int64_t bytes = std::min({j.bytes, j.from->packed_size(), j.to->packed_size()});
     if (bytes <= 0) continue;
-    const MoveJob from{j.from, const_cast<void *>(j.from_typed), nullptr, bytes, Transfer{Method::Device, bytes}};
-    const MoveJob to{j.to, j.to_typed, nullptr, bytes, Transfer{Method::Device, bytes}};
+    const Transfer device{Method::Device, bytes};
     FusedPair p;
-    if (describe_fused(from, nullptr, p.from) && describe_fused(to, nullptr, p.to)) {
-      if (j.to->contiguous() && runs_alone(p.from)) {
-        into_runs.push_back({j.from, from.typed, run_of(*j.to, j.to_typed), bytes, from.transfer});
-        continue;
-      }
-      if (j.from->contiguous() && runs_alone(p.to)) {
-        from_runs.push_back({j.to, j.to_typed, run_of(*j.from, from.typed), bytes, to.transfer});
-        continue;
-      }
-      p.from.word = p.to.word = std::min(p.from.word, p.to.word);  // powers of two: the smaller divides both
-      if (fusable(p.from.ndims, bytes, p.from.word) && fusable(p.to.ndims, bytes, p.to.word)) {
+    switch (choose_pair(j, bytes, p)) {
+      case PairRoute::Fused:
         fused.push_back(p);
         continue;
-      }
+      case PairRoute::PackIntoRun:
+        into_runs.push_back({j.from, const_cast<void *>(j.from_typed), run_of(*j.to, j.to_typed), bytes, device});
+        continue;
+      case PairRoute::UnpackFromRun:
+        from_runs.push_back({j.to, j.to_typed, run_of(*j.from, const_cast<void *>(j.from_typed)), bytes, device});
+        continue;
+      case PairRoute::Other:
+        break;
     }
     if (const std::shared_ptr<const DevicePairedRuns> runs = paired_runs_for(*j.from, *j.to, bytes)) {
       TEMPI_TRY(launch_paired_runs(runs->runs, runs->n, j.from_typed, j.to_typed, stream));
@@ -111,11 +108,12 @@ Status issue_pairs(Backend &b, const std::vector<PairJob> &jobs, cudaStream_t st
       continue;
     }
     if (!j.scratch) return Status::Unsupported;
-    packs.push_back({j.from, const_cast<void *>(j.from_typed), j.scratch, bytes, Transfer{Method::Device, bytes}});
-    unpacks.push_back({j.to, j.to_typed, j.scratch, bytes, Transfer{Method::Device, bytes}});
+    packs.push_back({j.from, const_cast<void *>(j.from_typed), j.scratch, bytes, device});
+    unpacks.push_back({j.to, j.to_typed, j.scratch, bytes, device});
   }
   for (size_t k = 0; k < fused.size(); k += policy::kMaxFusedPairs)
-    TEMPI_TRY(launch_fused_pairs(fused.data() + k, int(std::min<size_t>(policy::kMaxFusedPairs, fused.size() - k)), stream));
+    TEMPI_TRY(
+        launch_fused_pairs(fused.data() + k, int(std::min<size_t>(policy::kMaxFusedPairs, fused.size() - k)), stream));
   Fence issued;  // on this stream too: the fence below follows every launch
   if (!into_runs.empty()) TEMPI_TRY(issue_moves(b, into_runs, true, issued));
   if (!from_runs.empty()) TEMPI_TRY(issue_moves(b, from_runs, false, issued));
@@ -163,15 +161,8 @@ Status prepare_pairs(const std::vector<PairJob> &jobs, Prepared &out) {
   for (const PairJob &j : jobs) {
     const int64_t bytes = std::min({j.bytes, j.from->packed_size(), j.to->packed_size()});
     if (bytes <= 0) continue;
-    const MoveJob from{j.from, const_cast<void *>(j.from_typed), nullptr, bytes, Transfer{Method::Device, bytes}};
-    const MoveJob to{j.to, j.to_typed, nullptr, bytes, Transfer{Method::Device, bytes}};
     FusedPair p;
-    if (!describe_fused(from, nullptr, p.from) || !describe_fused(to, nullptr, p.to)) return Status::Unsupported;
-    if ((j.to->contiguous() && runs_alone(p.from)) || (j.from->contiguous() && runs_alone(p.to)))
-      return Status::Unsupported;
-    p.from.word = p.to.word = std::min(p.from.word, p.to.word);
-    if (!fusable(p.from.ndims, bytes, p.from.word) || !fusable(p.to.ndims, bytes, p.to.word))
-      return Status::Unsupported;
+    if (choose_pair(j, bytes, p) != PairRoute::Fused) return Status::Unsupported;
     fused.push_back(p);
   }
   if (fused.empty()) return Status::Unsupported;

@@ -17,7 +17,8 @@
 // Streams: pack_async, unpack_async and the pipelines' steps (queue_range, queue_copy)
 // queue their work on the calling thread's emulated stream and return; it runs when a
 // fence at or after it is waited for (or queried a second time), or when a synchronous
-// call on that thread runs (stream order). So code that reads packed bytes before waiting reads stale bytes on CI too.
+// call on that thread runs (stream order). So code that reads packed bytes before waiting
+// reads stale bytes on CI too.
 //
 // IPC: an application's device allocation keeps its memory file open, and another process
 // of the node maps it (through /proc/<pid>/fd/<fd>) as device memory of its own, the

@@ -115,7 +115,7 @@ class RecordingBackend final : public Backend {
 
 // 2-D strided: 10 rows of 12 bytes, 20 apart (packed 120 bytes).
 Plan strided_plan() {
-  const std::optional<Plan> p = plan_type(vector(10, 3, 5, named(4)));
+  const std::optional<Plan> p = plan_type(desc::vector(10, 3, 5, desc::named(4)));
   REQUIRE(p);
   REQUIRE(p->strided());
   return *p;
@@ -136,7 +136,7 @@ TEST_CASE("the staged pipeline packs chunk by chunk, the copies ordered after ea
   const Plan plan = strided_plan();
   const int64_t n = plan.packed_size();
   const std::vector<char> typed = pattern(200, 1);
-  std::vector<char> want(size_t(n)), got(size_t(n), 0);
+  std::vector<char> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), 0);
   host_pack(plan, typed.data(), want.data(), 0, n);
   REQUIRE(b.pack_staged(plan, typed.data(), got.data(), n, 48) == Status::Ok);
   CHECK(got == want);
@@ -151,7 +151,7 @@ TEST_CASE("the staged pipeline unpacks chunk by chunk, each range after its copy
   RecordingBackend b;
   const Plan plan = strided_plan();
   const int64_t n = plan.packed_size();
-  const std::vector<char> packed = pattern(size_t(n), 2);
+  const std::vector<char> packed = pattern(static_cast<size_t>(n), 2);
   std::vector<char> want(200, 7), got(200, 7);
   host_unpack(plan, packed.data(), want.data(), 0, n);
   REQUIRE(b.unpack_staged(plan, packed.data(), got.data(), n, 64) == Status::Ok);
@@ -167,7 +167,7 @@ TEST_CASE("one chunk stays on the work lane; a contiguous plan is one copy; no s
   const Plan plan = strided_plan();
   const int64_t n = plan.packed_size();
   const std::vector<char> typed = pattern(200, 3);
-  std::vector<char> want(size_t(n)), got(size_t(n), 0);
+  std::vector<char> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), 0);
   host_pack(plan, typed.data(), want.data(), 0, n);
   {
     RecordingBackend b;
@@ -185,7 +185,7 @@ TEST_CASE("one chunk stays on the work lane; a contiguous plan is one copy; no s
   }
   {
     RecordingBackend b;
-    const std::optional<Plan> run = plan_type(contiguous(30, named(4)));
+    const std::optional<Plan> run = plan_type(desc::contiguous(30, desc::named(4)));
     REQUIRE(run);
     REQUIRE(run->contiguous());
     std::vector<char> out(120, 0);
@@ -200,7 +200,7 @@ TEST_CASE("the one-shot pipeline takes the backend's whole copy where it has one
   const Plan plan = strided_plan();
   const int64_t n = plan.packed_size();
   const std::vector<char> typed = pattern(200, 4);
-  std::vector<char> want(size_t(n)), got(size_t(n), 0);
+  std::vector<char> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), 0);
   host_pack(plan, typed.data(), want.data(), 0, n);
   for (const bool whole : {false, true}) {
     RecordingBackend b;

@@ -13,19 +13,15 @@ class StubBackend final : public Backend {
   MemorySpace classify(const void *) override { return MemorySpace::Host; }
   Status pack(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
   Status unpack(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
-  Status pack_accessible(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
-  Status unpack_accessible(const Plan &, const void *, void *, int64_t, int64_t) override {
-    return Status::Unsupported;
-  }
-  Status pack_to_host(const Plan &, const void *, void *, int64_t) override { return Status::Unsupported; }
-  Status unpack_from_host(const Plan &, const void *, void *, int64_t) override { return Status::Unsupported; }
-  Status pack_staged(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
-  Status unpack_staged(const Plan &, const void *, void *, int64_t, int64_t) override { return Status::Unsupported; }
+  Status queue_range(const Plan &, void *, void *, int64_t, int64_t, bool) override { return Status::Unsupported; }
   Status acquire(ScratchKind, size_t, Scratch &) override { return Status::Unsupported; }
   MemoryUse memory_use() override { return {}; }
   Status pack_async(const std::vector<MoveJob> &, Fence &) override { return Status::Unsupported; }
   Status unpack_async(const std::vector<MoveJob> &, Fence &) override { return Status::Unsupported; }
   Status move_async(const std::vector<PairJob> &, Fence &) override { return Status::Unsupported; }
+  Status queue_copy(void *, const void *, size_t, Lane) override { return Status::Unsupported; }
+  Status order(Lane, Lane) override { return Status::Unsupported; }
+  Status finish(Lane) override { return Status::Ok; }
   bool query(const Fence &) override { return true; }
   Status wait(const Fence &) override { return Status::Ok; }
   uint64_t synchronizations() override { return 0; }

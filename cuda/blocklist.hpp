@@ -56,7 +56,7 @@ struct BlockListArgs {
   int64_t first = 0, last = 0;
 };
 
-// Plans of long blocks (kLongBlockBytes on average or more, long_blocks.cu): one pattern
+// Plans of long blocks (policy::kLongBlockBytes on average or more, long_blocks.cu): one pattern
 // instance cut into pieces of at most about 2 KiB, each inside one block, in stream
 // order; one warp moves one piece.
 struct LongPiece {
@@ -95,8 +95,6 @@ struct LongBlockArgs {
 // Instances that are one block of a multiple of 16 bytes (`one_block`), with the packed
 // side aligned, skip the staging: one lane per 16-byte word (small_pattern.cu, Words).
 constexpr uint32_t kNoAccess = 7;           // an access entry's code that pads a list
-constexpr int64_t kMaxSmallPattern = 2048;  // packed bytes of an instance
-constexpr int64_t kMaxSmallSpan = 2048;     // typed span of an instance
 struct AccessTable {
   const uint32_t *list = nullptr;
   int stride = 0;

@@ -1,5 +1,5 @@
 // Device pieces that the block-list kernels share (blocklist.cu, long_blocks.cu,
-// small_pattern.cu, and zero-copy's paired runs in kernels.cu): division by run-time
+// small_pattern.cu, and zero-copy's paired runs in pairs_kernels.cu): division by run-time
 // divisors, 16-byte chunk accesses that never leave a block, and a warp's move of one
 // piece of any alignment.
 // Included by .cu files only; everything here has internal linkage.
@@ -158,7 +158,7 @@ __device__ __forceinline__ Raw load_window(uint64_t t0, uint64_t lo, uint64_t hi
 __device__ __forceinline__ uint4 aligned(const Raw &r) { return r.shift ? realign(r.c0, r.c1, r.shift) : r.c0; }
 
 // One warp moves one piece: the block-list kernels' long blocks (long_blocks.cu) and
-// zero-copy's paired runs (kernels.cu).
+// zero-copy's paired runs (pairs_kernels.cu).
 // Chunks a lane has in flight: a round moves 32 * kSlices chunks, and a piece is short
 // enough to fit one round whatever the alignment of either side: its n bytes cover at
 // most n / 16 + 1 destination chunks, and the source chunks under them start up to 30

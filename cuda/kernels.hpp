@@ -1,4 +1,5 @@
-// Launchers of the pack/unpack kernels (kernels.cu). Both directions use the same
+// Launchers of the pack/unpack kernels (strided.cu, fused.cu, open_kernel.cu,
+// pairs_kernels.cu; dispatch.cu chooses among them). Both directions use the same
 // kernels: `to_packed` true packs (typed -> packed), false unpacks.
 #pragma once
 
@@ -8,6 +9,7 @@
 
 #include "backend.hpp"
 #include "paired_runs.hpp"
+#include "policy.hpp"
 
 namespace tempi {
 
@@ -25,25 +27,23 @@ struct StridedArgs {
 
 // One strided object of a fused launch: bytes [0, bytes) of its packed stream, between
 // `typed` and `packed` (both GPU-accessible: device, managed or mapped pinned memory).
-constexpr int kMaxFusedDims = 4;     // repetition dimensions above the block
-constexpr int kMaxFusedObjects = 48;  // objects per launch (the kernel's parameter space)
 struct FusedObject {
   const void *typed = nullptr;
   void *packed = nullptr;
   int64_t start = 0, block = 0;
   int ndims = 0;
-  int64_t counts[kMaxFusedDims] = {};
-  int64_t strides[kMaxFusedDims] = {};
+  int64_t counts[policy::kMaxFusedDims] = {};
+  int64_t strides[policy::kMaxFusedDims] = {};
   int64_t bytes = 0;
   int word = 1;  // access width dividing block, strides, start, bytes and both addresses
 };
 // Whether an object of this shape can be one of a fused launch (32-bit word indices).
 bool fusable(int ndims, int64_t bytes, int word);
-// Moves every object (at most kMaxFusedObjects) with one kernel launch: thread blocks
+// Moves every object (at most policy::kMaxFusedObjects) with one kernel launch: thread blocks
 // are dealt to the objects by size, each object with its own access width.
 Status launch_fused(const FusedObject *objects, int n, bool to_packed, cudaStream_t stream);
 // A fused launch of more than a few objects or pairs finds their descriptions in device
-// memory (kernels.cu, place_table): how many tables this process copied there, and how many
+// memory (fused_tables.cu, place_table): how many tables this process copied there, and how many
 // launches found theirs there already (a batch repeated byte for byte) (tests).
 struct FusedTableCounts {
   uint64_t placed = 0, reused = 0;
@@ -85,8 +85,7 @@ Status launch_open(const OpenArgs &a, bool to_packed, cudaStream_t stream);
 struct FusedPair {
   FusedObject from, to;
 };
-constexpr int kMaxFusedPairs = 32;  // pairs per launch (the kernel's parameter space)
-// Moves every pair (at most kMaxFusedPairs) with one kernel launch: each word is read
+// Moves every pair (at most policy::kMaxFusedPairs) with one kernel launch: each word is read
 // from its place in the source object and written to its place in the destination, so
 // the bytes cross memory once (zero-copy's reads of peers' blocks).
 Status launch_fused_pairs(const FusedPair *pairs, int n, cudaStream_t stream);

@@ -37,8 +37,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-// Plans whose blocks average this many bytes or more take this kernel.
-constexpr int64_t kLongBlockBytes = 256;
 
 // The pieces of one launch: `work` pieces from piece `first_piece` of the stream (piece
 // g is piece g % npieces of instance g / npieces).
@@ -85,7 +83,7 @@ int64_t piece_of(const LongBlockArgs &a, const std::vector<int64_t> &starts, int
 bool long_block_plan(const Plan &plan) {
   int64_t blocks = 0;
   for (const Run &r : plan.pattern) blocks += r.count;
-  return blocks > 0 && plan.pattern_size >= kLongBlockBytes * blocks;
+  return blocks > 0 && plan.pattern_size >= policy::kLongBlockBytes * blocks;
 }
 
 std::vector<LongPiece> long_pieces(const Plan &plan) {

@@ -1,3 +1,6 @@
+// Device and pinned buffers and their pools, streams and events per thread and device
+// (resources.hpp): what a repeated call reuses instead of paying cudaMalloc or
+// cudaStreamCreate again, and the memory use the log and the soak test read.
 #include <cuda_runtime_api.h>
 
 #include <atomic>

@@ -1,3 +1,6 @@
+// Open launches (open_launch.hpp): one kernel per thread and device that takes the moves
+// of a run of MPI_Pack or MPI_Unpack calls while it runs, closed by the thread's other
+// work, when full, or by a timer thread a short while after the last join.
 #include "open_launch.hpp"
 
 #include <sched.h>
@@ -13,6 +16,7 @@
 
 #include "check.hpp"
 #include "log.hpp"
+#include "policy.hpp"
 #include "resources.hpp"
 
 namespace tempi {
@@ -22,12 +26,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // How long an open launch waits for another object before it closes by itself. Consecutive
-// MPI_Pack/MPI_Unpack calls come about 2 us apart (bench_pack_sequence on an H100); what
-// waits for the launch to end (the application's synchronization, its next kernel on the
-// legacy default stream) waits this much longer, plus the timer thread's wake-up and the
-// kernel's drain (about 11 us more, measured with 20 us here). A call that comes later
-// than this opens a new launch: one launch, as without open launches.
-constexpr auto kOpenIdle = std::chrono::microseconds(10);
+constexpr auto kOpenIdle = std::chrono::microseconds(policy::kOpenIdleMicroseconds);
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();

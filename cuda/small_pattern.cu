@@ -145,6 +145,42 @@ __device__ __forceinline__ int64_t span_offset(const SmallPatternArgs &a, int64_
   return base;
 }
 
+// Where each of the tile's n instances (from i0) has its span: chunk0[i] the address of
+// its slot's byte 0 (bit 0 set where packing may read the span as whole aligned chunks,
+// all inside the readable range), off[i] the shared offset of the span's first byte.
+template <bool Wide, bool Pack>
+__device__ __forceinline__ void place_spans(const SmallPatternArgs &a, const Tile &t, int64_t i0, int n,
+                                            uint64_t *chunk0, int *off) {
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    const uint64_t at = t.typed + uint64_t(span_offset<Wide>(a, i0 + i)), first = at & ~uint64_t(kWindow - 1);
+    const uint64_t end = (at + uint64_t(a.table.span) + kWindow - 1) & ~uint64_t(kWindow - 1);
+    const bool whole = Pack && first >= t.readable_lo && end <= t.readable_hi;
+    chunk0[i] = first | uint64_t(whole);
+    off[i] = i * t.slot + int(at & (kWindow - 1));
+  }
+}
+
+// Packing's second half: the tile's packed bytes [0, bytes), gathered from the staged
+// spans, written to `out` as aligned 4-byte words (the two at the ends in part).
+__device__ __forceinline__ void write_packed(const char *shared, const uint16_t *map, const int *off,
+                                             uint64_t inv_size, int size, int n, uint64_t out, int lead, int bytes,
+                                             int words) {
+  for (int k = threadIdx.x; k < words; k += kThreads) {
+    const int j0 = 4 * k - lead;
+    const Word w(j0, size, inv_size, n, off);
+    uint32_t word = 0;
+#pragma unroll
+    for (int b = 0; b < 4; ++b)
+      if (j0 + b >= 0 && j0 + b < bytes) word |= uint32_t(uint8_t(shared[w.staged(b, map, size)])) << (8 * b);
+    char *to = reinterpret_cast<char *>(out - lead) + 4 * k;
+    if (j0 >= 0 && j0 + 4 <= bytes) {
+      *reinterpret_cast<uint32_t *>(to) = word;
+    } else {
+      for (int b = max(-j0, 0); b < 4 && j0 + b < bytes; ++b) to[b] = char(word >> (8 * b));
+    }
+  }
+}
+
 template <bool Wide, bool Pack>
 __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Tile t) {
   extern __shared__ uint4 shared4[];
@@ -160,15 +196,7 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
     const int64_t i0 = a.inst_first + tile * t.instances;
     const int n = int(min(int64_t(t.instances), a.inst_first + a.inst_count - i0));
     __syncthreads();  // the previous tile is done with shared memory (and the map is in)
-    for (int i = threadIdx.x; i < n; i += kThreads) {
-      const uint64_t at = t.typed + uint64_t(span_offset<Wide>(a, i0 + i)), first = at & ~uint64_t(kWindow - 1);
-      // Bit 0 of chunk0 (a multiple of 16) marks a span whose aligned chunks all lie in the
-      // readable range: packing reads it as whole chunks.
-      const uint64_t end = (at + uint64_t(a.table.span) + kWindow - 1) & ~uint64_t(kWindow - 1);
-      const bool whole = Pack && first >= t.readable_lo && end <= t.readable_hi;
-      chunk0[i] = first | uint64_t(whole);
-      off[i] = i * t.slot + int(at & (kWindow - 1));
-    }
+    place_spans<Wide, Pack>(a, t, i0, n, chunk0, off);
     __syncthreads();
 
     // The tile's packed bytes [0, n * size) lie at `out`: aligned 4-byte words, the two at
@@ -225,20 +253,7 @@ __global__ void __launch_bounds__(kThreads) small_pattern(SmallPatternArgs a, Ti
           if (code[u] != kNoAccess) store_access(shared + to[u], v[u], code[u]);
       }
       __syncthreads();
-      for (int k = threadIdx.x; k < words; k += kThreads) {
-        const int j0 = 4 * k - lead;
-        const Word w(j0, size, t.inv_size, n, off);
-        uint32_t word = 0;
-#pragma unroll
-        for (int b = 0; b < 4; ++b)
-          if (j0 + b >= 0 && j0 + b < bytes) word |= uint32_t(uint8_t(shared[w.staged(b, map, size)])) << (8 * b);
-        char *to = reinterpret_cast<char *>(out - lead) + 4 * k;
-        if (j0 >= 0 && j0 + 4 <= bytes) {
-          *reinterpret_cast<uint32_t *>(to) = word;
-        } else {
-          for (int b = max(-j0, 0); b < 4 && j0 + b < bytes; ++b) to[b] = char(word >> (8 * b));
-        }
-      }
+      write_packed(shared, map, off, t.inv_size, size, n, out, lead, bytes, words);
     } else {
       for (int k0 = threadIdx.x; k0 < words; k0 += kBatch * kThreads) {
         uint32_t word[kBatch];
@@ -397,7 +412,7 @@ int64_t packed_bytes(const Run *runs, size_t n) {
 // (see Word), and not so sparse that the staged spans would be mostly gaps (those go to
 // the byte-balanced kernel).
 bool fits_tile(int64_t size, const SpanBytes &s) {
-  return size >= 4 && size <= kMaxSmallPattern && s.hi > s.lo && s.hi - s.lo <= kMaxSmallSpan &&
+  return size >= 4 && size <= policy::kMaxSmallPattern && s.hi > s.lo && s.hi - s.lo <= policy::kMaxSmallSpan &&
          s.hi - s.lo <= 8 * size;
 }
 
@@ -427,12 +442,6 @@ int64_t block_count(const RunList &runs) {
   return n;
 }
 
-// Patterns of more blocks or pieces than this are not cut into groups (the search reads
-// every block; the kernel reads an offset per group), nor are groups of more blocks: a
-// gathered shape is a block, a struct or a vector.
-constexpr int64_t kMaxGroups = int64_t(1) << 22;
-constexpr int64_t kMaxGroupBlocks = 2048;
-constexpr int64_t kMaxBlocksPerRun = 4;
 // The widest access, log2 of its bytes (16).
 constexpr int kWidestAccess = 4;
 
@@ -442,7 +451,7 @@ constexpr int kWidestAccess = 4;
 int64_t piece_length(const RunList &runs, int64_t blocks, int64_t packed) {
   int64_t g = 0;
   for (const Run &r : runs) g = std::gcd(g, r.length);
-  return g > 0 && packed / g <= std::min(2 * blocks, kMaxGroups) ? g : 0;
+  return g > 0 && packed / g <= std::min(2 * blocks, policy::kMaxGroups) ? g : 0;
 }
 
 // Whether the pattern's blocks are groups of `k` (2 or more) that repeat the shape of the
@@ -507,11 +516,11 @@ int64_t small_pattern_blocks(const Plan &plan) {
   // Runs of many blocks each (an indexed type of vectors) are regular already: the
   // byte-balanced kernel moved them faster than groups of one block (H100, 2026-11-23:
   // 34 / 39 us against 47 / 47 us for 16 MiB in 16-byte blocks).
-  if (total > kMaxGroups || total > kMaxBlocksPerRun * int64_t(runs.size())) return 0;
+  if (total > policy::kMaxGroups || total > policy::kMaxBlocksPerRun * int64_t(runs.size())) return 0;
   if (const int64_t piece = piece_length(runs, total, plan.pattern_size))
-    return piece >= 4 && piece <= kMaxSmallPattern ? 1 : 0;  // see fits_tile
+    return piece >= 4 && piece <= policy::kMaxSmallPattern ? 1 : 0;  // see fits_tile
   std::vector<Run> first;
-  for (int64_t k = 2; k <= std::min(total / 2, kMaxGroupBlocks); ++k) {
+  for (int64_t k = 2; k <= std::min(total / 2, policy::kMaxGroupBlocks); ++k) {
     if (total % k != 0) continue;
     if (!groups_of(runs, k, first)) continue;
     // The fewest blocks that repeat: the most instances, the smallest tables.

@@ -1,3 +1,5 @@
+// The tiled transpose kernels (transpose.hpp): a thread block stages a tile of a permuted
+// strided plan in shared memory so that both sides move in coalesced rows.
 #include <cuda_runtime.h>
 
 #include "check.hpp"
@@ -9,7 +11,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kSector = 32;   // bytes: DRAM's access granularity, what a strided access wastes
-constexpr int64_t kMinSide = 8;   // elements along each swapped dimension for tiles to pay
 constexpr uint32_t kMaxGridYZ = 65535;
 constexpr uint64_t kMaxIndex32 = uint64_t(1) << 32;
 
@@ -198,7 +199,7 @@ bool describe(const StridedArgs &s, int word, TileArgs &t) {
     if (magnitude(s.strides[d]) < magnitude(s.strides[j])) j = d;
   const int64_t sa = magnitude(s.strides[0]), sb = magnitude(s.strides[j]);
   if (sb == 0 || sb >= kSector || sb >= sa) return false;
-  if (s.counts[0] < kMinSide || s.counts[j] < kMinSide) return false;
+  if (s.counts[0] < policy::kMinSide || s.counts[j] < policy::kMinSide) return false;
   const int64_t side = tile_side(word);
   t.start = s.start;
   t.count_a = s.counts[0];

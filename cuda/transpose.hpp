@@ -1,6 +1,6 @@
 // Tiled pack/unpack of permuted strided plans (transposes, permutations of a grid's
 // dimensions): plans whose packed order walks memory with a large inner stride, where
-// the strided kernels of kernels.cu touch one element per 32-byte sector on the typed
+// the strided kernels of strided.cu touch one element per 32-byte sector on the typed
 // side. Here a thread block stages a tile in shared memory so that both the typed and
 // the packed side are read and written in coalesced rows (the classic tiled transpose).
 #pragma once

@@ -57,7 +57,7 @@ void check_tables(const Plan &p) {
       REQUIRE(int64_t(im.map[o]) == at[g * im.map.size() + o] - shift - im.span_lo);
   }
   REQUIRE(im.span > 0);
-  REQUIRE(im.span <= kMaxSmallSpan);
+  REQUIRE(im.span <= policy::kMaxSmallSpan);
   // An instance is one block exactly when its packed bytes are its span, in order.
   bool identity = int64_t(at.size() / groups) == im.span;
   for (size_t o = 0; o < im.map.size() && identity; ++o) identity = at[o] - at[0] == int64_t(o);

@@ -184,7 +184,7 @@ TEST_CASE("batches of asynchronous moves: fused launches, every method, one wait
 }
 
 // A fused launch of more than a few objects finds their descriptions in device memory, and a
-// batch repeated byte for byte reuses the copy there (cuda/kernels.cu, place_table): the data
+// batch repeated byte for byte reuses the copy there (cuda/fused_tables.cu, place_table): the data
 // moved must be the current data, whatever batch ran before and whichever tables were evicted.
 TEST_CASE("repeated batches launch from descriptions kept on the device", "[gpu][async]") {
   const uint64_t seed = test::seed_from(0, nullptr, 20261125);

@@ -1,4 +1,4 @@
-// Zero-copy's paired runs on the GPU (launch_paired_runs in cuda/kernels.cu), compared
+// Zero-copy's paired runs on the GPU (launch_paired_runs in cuda/pairs_kernels.cu), compared
 // byte for byte with packing the source object and unpacking into the destination on the
 // host: random block lists with blocks of 1 byte to several kilobytes at every alignment
 // of either side (runs cut at kPairedRunBytes, and at the ends of both sides' blocks),

@@ -14,10 +14,11 @@
 // Where the MPI library is declared CUDA-aware (TEMPI_CUDA_AWARE=yes), the view is
 // readable and writable too: a CUDA-aware library reads GPU memory itself.
 //
-// Streams: pack_async and unpack_async queue their work on the calling thread's
-// emulated stream and return; it runs when a fence at or after it is waited for (or
-// queried a second time), or when a synchronous call on that thread runs (stream
-// order). So code that reads packed bytes before waiting reads stale bytes on CI too.
+// Streams: pack_async, unpack_async and the pipelines' steps (queue_range, queue_copy)
+// queue their work on the calling thread's emulated stream and return; it runs when a
+// fence at or after it is waited for (or queried a second time), or when a synchronous
+// call on that thread runs (stream order). So code that reads packed bytes before waiting
+// reads stale bytes on CI too.
 //
 // IPC: an application's device allocation keeps its memory file open, and another process
 // of the node maps it (through /proc/<pid>/fd/<fd>) as device memory of its own, the
@@ -318,43 +319,46 @@ class EmulatedBackend final : public Backend {
   }
 
   Status pack(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last) override {
-    return synchronous([&] { return run_pack(plan, typed, packed, first, last, false); });
+    return synchronous([&] { return run_pack(plan, typed, packed, first, last); });
   }
   Status unpack(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last) override {
-    return synchronous([&] { return run_unpack(plan, packed, typed, first, last, false); });
+    return synchronous([&] { return run_unpack(plan, packed, typed, first, last); });
   }
 
-  // A kernel cannot touch pageable host memory: both sides must be GPU-accessible.
-  Status pack_accessible(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last) override {
-    return synchronous([&] { return run_pack(plan, typed, packed, first, last, true); });
-  }
-  Status unpack_accessible(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last) override {
-    return synchronous([&] { return run_unpack(plan, packed, typed, first, last, true); });
-  }
-
-  Status pack_to_host(const Plan &plan, const void *typed, void *host, int64_t bytes) override {
-    return synchronous([&] { return run_pack(plan, typed, host, 0, bytes, true); });
-  }
-  Status unpack_from_host(const Plan &plan, const void *host, void *typed, int64_t bytes) override {
-    return synchronous([&] { return run_unpack(plan, host, typed, 0, bytes, true); });
-  }
-
-  // Chunk by chunk, as the GPU pipeline does, so chunk boundaries are exercised.
-  Status pack_staged(const Plan &plan, const void *typed, void *host, int64_t bytes, int64_t chunk) override {
-    return synchronous([&] {
-      char *t = nullptr, *h = nullptr;
-      if (!gpu_side(typed, t) || !any_side(host, h)) return Status::GpuError;
-      staged(plan, t, h, bytes, chunk, true);
-      return Status::Ok;
+  // The pipelines' narrow steps (core/pipelines.cpp) queue on this thread's stream, which
+  // is both lanes (one stream keeps issue order, so ordering lanes is nothing to do). A
+  // "kernel" cannot touch pageable host memory: both sides must be GPU-accessible.
+  Status queue_range(const Plan &plan, void *typed, void *packed, int64_t first, int64_t last,
+                     bool to_packed) override {
+    if (injected(EmulatedFault::Launch)) return Status::GpuError;
+    char *t = nullptr, *p = nullptr;
+    if (!gpu_side(typed, t) || !gpu_side(packed, p)) return Status::GpuError;
+    last = std::min(last, plan.packed_size());
+    if (first >= last) return Status::Ok;
+    auto kept = std::make_shared<const Plan>(plan);  // a launch takes its arguments with it
+    close_thread_open();
+    this_thread_stream()->enqueue([kept, t, p, first, last, to_packed] {
+      if (to_packed)
+        host_pack(*kept, t, p, first, last);
+      else
+        host_unpack(*kept, p, t, first, last);
     });
+    return Status::Ok;
   }
-  Status unpack_staged(const Plan &plan, const void *host, void *typed, int64_t bytes, int64_t chunk) override {
-    return synchronous([&] {
-      char *t = nullptr, *h = nullptr;
-      if (!gpu_side(typed, t) || !any_side(host, h)) return Status::GpuError;
-      staged(plan, t, h, bytes, chunk, false);
-      return Status::Ok;
-    });
+  // Like cudaMemcpyAsync: any two kinds of memory; a device range must lie in one allocation.
+  Status queue_copy(void *dst, const void *src, size_t bytes, Lane) override {
+    if (!bytes) return Status::Ok;
+    char *d = nullptr, *s = nullptr;
+    if (!translate(dst, d, false, bytes) || !translate(src, s, false, bytes)) return Status::GpuError;
+    close_thread_open();
+    this_thread_stream()->enqueue([d, s, bytes] { std::memmove(d, s, bytes); });
+    return Status::Ok;
+  }
+  Status order(Lane, Lane) override { return Status::Ok; }
+  Status finish(Lane) override {
+    drain_this_thread();
+    syncs_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok;
   }
 
   Status acquire(ScratchKind kind, size_t bytes, Scratch &out) override {
@@ -562,18 +566,17 @@ class EmulatedBackend final : public Backend {
     return f();
   }
 
-  Status run_pack(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last, bool kernel) {
+  // pack and unpack: either side any memory, as the CUDA backend stages what a kernel cannot reach.
+  Status run_pack(const Plan &plan, const void *typed, void *packed, int64_t first, int64_t last) {
     char *t = nullptr, *p = nullptr;
-    if (!(kernel ? gpu_side(typed, t) : any_side(typed, t)) || !(kernel ? gpu_side(packed, p) : any_side(packed, p)))
-      return Status::GpuError;
+    if (!any_side(typed, t) || !any_side(packed, p)) return Status::GpuError;
     last = std::min(last, plan.packed_size());
     if (first < last) host_pack(plan, t, p, first, last);
     return Status::Ok;
   }
-  Status run_unpack(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last, bool kernel) {
+  Status run_unpack(const Plan &plan, const void *packed, void *typed, int64_t first, int64_t last) {
     char *t = nullptr, *p = nullptr;
-    if (!(kernel ? gpu_side(typed, t) : any_side(typed, t)) || !(kernel ? gpu_side(packed, p) : any_side(packed, p)))
-      return Status::GpuError;
+    if (!any_side(typed, t) || !any_side(packed, p)) return Status::GpuError;
     last = std::min(last, plan.packed_size());
     if (first < last) host_unpack(plan, p, t, first, last);
     return Status::Ok;

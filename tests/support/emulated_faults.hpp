@@ -9,7 +9,7 @@ namespace tempi {
 enum class EmulatedFault {
   DeviceAlloc,  // allocate_device, acquire(ScratchKind::Device): cudaMalloc
   PinnedAlloc,  // acquire(ScratchKind::Pinned): cudaHostAlloc
-  Launch,       // a pack or unpack, synchronous or issued (pack_async, unpack_async)
+  Launch,       // a pack or unpack (pack_async, unpack_async, each chunk's queue_range)
   Copy,         // copy: cudaMemcpy
 };
 

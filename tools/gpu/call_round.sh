@@ -26,7 +26,7 @@ if [ -n "${OLD:-}" ]; then
 fi
 for t in $trees; do
   name=${t%%:*} dir=${t#*:}
-  (cd "$dir" && { [ -d build-call ] || meson setup build-call -Dmpi=mpich -Dmpiexec="$launcher" > "$top/setup-$name.log" 2>&1; } &&
+  (cd "$dir" && { [ -d build-call ] || meson setup build-call -Dmpi=mpich -Dbenchmarks=true -Dmpiexec="$launcher" > "$top/setup-$name.log" 2>&1; } &&
     ninja -C build-call > "$top/build-$name.log" 2>&1) || { echo "== $name: build failed"; tail -30 "$top/build-$name.log"; exit 1; }
   echo "== $name: built"
 done

@@ -32,7 +32,7 @@ export PKG_CONFIG_PATH=/opt/c2/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}
 nvidia-smi -L | tee "$out/device-$mpi.txt"
 date -u | tee -a "$out/device-$mpi.txt"
 b=build-gpu-$mpi
-meson setup $b -Dmpi=$impl -Dmpiexec="$launcher" -Dmpiexec_args="$margs" > "$out/setup-$mpi.log" 2>&1 || { tail -30 "$out/setup-$mpi.log"; exit 1; }
+meson setup $b -Dmpi=$impl -Dbenchmarks=true -Dmpiexec="$launcher" -Dmpiexec_args="$margs" > "$out/setup-$mpi.log" 2>&1 || { tail -30 "$out/setup-$mpi.log"; exit 1; }
 ninja -C $b > "$out/build-$mpi.log" 2>&1 || { grep -E "error" -A5 "$out/build-$mpi.log" | head -60; exit 1; }
 echo "== $mpi: built"
 run() { $launcher $margs "$@"; }

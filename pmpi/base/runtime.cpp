@@ -26,6 +26,8 @@
 
 namespace tempi {
 
+void check_link(int rank);  // api/link_check.hpp, declared here as runtime.hpp declares the Fortran check
+
 namespace {
 
 std::atomic<bool> g_active{false};
@@ -117,6 +119,7 @@ void initialize() {
     TEMPI_LOG(Info, "profile: %s", profile_summary().c_str());
   }
   check_fortran_bindings(rank);
+  check_link(rank);
   stop_at_finalize_of_mpi();
   g_active = true;
 }

@@ -390,7 +390,7 @@ const char kPythonCheck[] =
     "python3 -c \"import ctypes; from mpi4py import MPI; g = ctypes.CDLL(None); "
     "f = getattr(g, 'tempi_link_report', None); f and setattr(f, 'restype', ctypes.c_char_p); "
     "print(f().decode() if f else 'TEMPI is not in this process; MPI: ' + "
-    "MPI.Get_library_version().splitlines()[0])\"";
+    "MPI.Get_library_version().split(',')[0])\"";
 
 void print_python() {
   std::printf("Whether TEMPI is interposed in an mpi4py process (the preload took) and over which MPI:\n"

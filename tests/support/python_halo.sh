@@ -17,11 +17,13 @@ if [ -z "$python" ]; then
 fi
 # Which MPI mpi4py is built over, without starting MPI (MPI_Get_library_version may be
 # called before MPI_Init).
-library=$("$python" -c 'import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])' 2>&1)
+library=$("$python" -c 'import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI
+print(MPI.Get_library_version().split(chr(0))[0].splitlines()[0].split(",")[0])' 2>&1)
 case "$library" in
   *"$mpi_name"*) ;;
   *)
-    echo "SKIP: $python's mpi4py is built over \"$library\", this TEMPI over $mpi_name (configure TEMPI with -Dmpi= for mpi4py's MPI)"
+    case "$library" in *"Open MPI"*) option=-Dmpi=openmpi ;; *MPICH*) option=-Dmpi=mpich ;; *) option="-Dmpi=" ;; esac
+    echo "SKIP: $python's mpi4py is built over $library, this TEMPI over $mpi_name (configure TEMPI with $option for mpi4py's MPI)"
     exit 77
     ;;
 esac

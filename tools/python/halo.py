@@ -233,7 +233,7 @@ def run_route(halo, arrays, route, args, initial, expected):
 def library(MPI):
     """The MPI library's name and version: the first part of its version string, as TEMPI
     names it ("Open MPI v4.1.4", "MPICH Version: 4.0.2")."""
-    return MPI.Get_library_version().splitlines()[0].split(",")[0].strip()
+    return MPI.Get_library_version().split("\0")[0].splitlines()[0].split(",")[0].strip()
 
 
 def tempi_status(MPI):

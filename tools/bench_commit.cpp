@@ -107,12 +107,13 @@ double median_us(const std::string &name, const Api &api, int reps, bool plan = 
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (tempi::tools::print_help_if_asked(argc, argv,
+  const char *usage =
     "usage: bench_commit   (one rank)\n"
     "\n"
     "Create + commit time of datatypes with and without TEMPI (native: the PMPI_ entry points),\n"
-    "the median of 5000 samples each, and TEMPI's one-time planning cost at first use.\n"))
-    return 0;
+    "the median of 5000 samples each, and TEMPI's one-time planning cost at first use.\n";
+  if (tempi::tools::print_help_if_asked(argc, argv, usage)) return 0;
+  if (tempi::tools::reject_unknown(argc, argv, {}, {}, usage)) return 2;
   MPI_Init(&argc, &argv);
   const int reps = 5000;
   std::printf("create+commit, median of %d (microseconds)\n", reps);

@@ -247,7 +247,7 @@ void *gpu_alloc(size_t bytes) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (tempi::tools::print_help_if_asked(argc, argv,
+  const char *usage =
     "usage: mpiexec -n 2 bench_p2p [--csv FILE] [--max-bytes N] [--quick]\n"
     "\n"
     "Ping-pong of strided GPU objects between two ranks: the one-way time through TEMPI for\n"
@@ -255,8 +255,9 @@ int main(int argc, char **argv) {
     "alone on the strided object, and the application packing on the host.\n"
     "  --csv FILE       also write the table as CSV (docs/results/, tools/plot_bench.py)\n"
     "  --max-bytes N    largest object (default 64 MiB)\n"
-    "  --quick          fewer shapes and sizes\n"))
-    return 0;
+    "  --quick          fewer shapes and sizes\n";
+  if (tempi::tools::print_help_if_asked(argc, argv, usage)) return 0;
+  if (tempi::tools::reject_unknown(argc, argv, {"--quick"}, {"--csv", "--max-bytes"}, usage)) return 2;
   tempi::tools::select_gpu_before_mpi_init();
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);

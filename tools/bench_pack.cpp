@@ -733,7 +733,7 @@ bool run_blocklists(FILE *csv, const std::string &only, cudaStream_t s) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (tempi::tools::print_help_if_asked(argc, argv,
+  const char *usage =
     "usage: bench_pack [--csv FILE] [--blocklist-csv FILE] [--rows all|strided|blocklist|reorder]\n"
     "                  [--only NAME] [--quick] [--reorder]   (one rank, a GPU)\n"
     "\n"
@@ -749,8 +749,9 @@ int main(int argc, char **argv) {
     "                        and the permutation), or all (default)\n"
     "  --reorder             the same as --rows reorder\n"
     "  --only NAME           only the block-list objects whose names hold NAME (for profilers)\n"
-    "  --quick               fewer strided objects\n"))
-    return 0;
+    "  --quick               fewer strided objects\n";
+  if (tempi::tools::print_help_if_asked(argc, argv, usage)) return 0;
+  if (tempi::tools::reject_unknown(argc, argv, {"--quick", "--reorder"}, {"--csv", "--blocklist-csv", "--rows", "--only"}, usage)) return 2;
   MPI_Init(&argc, &argv);
   FILE *csv = nullptr, *blocklist_csv = nullptr;
   bool quick = false, reorder_only = false;

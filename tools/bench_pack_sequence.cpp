@@ -92,7 +92,7 @@ void usage(std::FILE *f) {
                "  --n N               interior cells per dimension per rank (default 128)\n"
                "  --vars V            variables, each its own GPU array (default 3)\n"
                "  --radius R          ghost layer width, 1 <= R <= N (default 1)\n"
-               "  --dims A,B,C        process grid (x, y, z); 0 entries are chosen by MPI_Dims_create\n"
+               "  --dims A,B,C        process grid (z,y,x), as tempi_halo; 0 entries are chosen by MPI_Dims_create\n"
                "  --iters K           timed cycles per variant (default 30)\n"
                "  --warmup W          untimed cycles before them (default 5)\n"
                "  --variants LIST     comma-separated subset of mpi-datatypes,fused-kernel (default both)\n"
@@ -154,8 +154,10 @@ std::string parse(int argc, char **argv, Options &o) {
       const char *v = value();
       const auto parts = split(v ? v : "");
       if (parts.size() != 3) return "--dims needs A,B,C";
+      // Given as (z,y,x), as tempi_halo takes it; kept as (x,y,z), the order of this
+      // program's Fortran-order arrays.
       for (int k = 0; k < 3; ++k)
-        if (!parse_int(parts[k].c_str(), 0, &o.dims[k])) return "--dims needs three integers >= 0";
+        if (!parse_int(parts[k].c_str(), 0, &o.dims[2 - k])) return "--dims needs three integers >= 0";
     } else if (a == "--variants") {
       const char *v = value();
       o.variants = split(v ? v : "");
@@ -567,8 +569,8 @@ void print_header(const Halo &h, const Options &o, const Sharing &s) {
   std::printf("bench_pack_sequence: halo exchange of %d variables through sequences of MPI_Pack/MPI_Unpack, "
               "against one fused pack and one fused unpack kernel\n", h.vars);
   std::printf("  MPI library      %s\n", tempi::tools::library_version().c_str());
-  std::printf("  ranks            %d, process grid %d x %d x %d (x, y, z), periodic, 26 neighbours\n", h.size,
-              h.dims[0], h.dims[1], h.dims[2]);
+  std::printf("  ranks            %d, process grid %d x %d x %d (z, y, x), periodic, 26 neighbours\n", h.size,
+              h.dims[2], h.dims[1], h.dims[0]);
   std::printf("  per rank         interior %d^3, radius %d, %d variables, each a cudaMalloc'd %d^3 array of double "
               "in Fortran order (%zu B)\n", h.n, h.r, h.vars, h.full, h.bytes);
   std::printf("  bytes per nbr    face %lld, edge %lld, corner %lld (all variables); %lld per rank per cycle\n", face,
@@ -670,8 +672,8 @@ int run(int argc, char **argv) {
     if (o.dims[k] > 0) fixed *= o.dims[k];
   }
   if (world_size % fixed != 0 || (fixed != world_size && o.dims[0] && o.dims[1] && o.dims[2])) {
-    if (root) std::fprintf(stderr, "bench_pack_sequence: --dims %d,%d,%d does not fit %d ranks\n", o.dims[0],
-                           o.dims[1], o.dims[2], world_size);
+    if (root) std::fprintf(stderr, "bench_pack_sequence: --dims %d,%d,%d does not fit %d ranks\n", o.dims[2],
+                           o.dims[1], o.dims[0], world_size);
     return 2;
   }
   MPI_Dims_create(world_size, 3, h.dims);

@@ -15,14 +15,15 @@
 #include "help.hpp"
 
 int main(int argc, char **argv) {
-  if (tempi::tools::print_help_if_asked(argc, argv,
+  const char *usage =
     "usage: mpiexec -n 2 tempi_demo\n"
     "\n"
     "Two ranks exchange a strided 3-D face of a grid, described by an MPI subarray type, with\n"
     "plain MPI_Send and MPI_Recv. With a GPU the grid lives in device memory and TEMPI packs\n"
     "the face with a kernel; without one it lives in host memory and the calls pass through.\n"
-    "Run with TEMPI_LOG_LEVEL=debug to see each plan.\n"))
-    return 0;
+    "Run with TEMPI_LOG_LEVEL=debug to see each plan.\n";
+  if (tempi::tools::print_help_if_asked(argc, argv, usage)) return 0;
+  if (tempi::tools::reject_unknown(argc, argv, {}, {}, usage)) return 2;
   tempi::tools::select_gpu_before_mpi_init();  // one GPU per rank where there are several
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;

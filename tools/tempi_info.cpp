@@ -1,10 +1,15 @@
 // tempi-info: what this TEMPI is and what it finds, like ompi_info or ucx_info
-// (docs/using.md, "tempi-info"); and with --check PROGRAM, whether a program holds
-// TEMPI's wrappers and in which order relative to other PMPI tools, without running it.
+// (docs/using.md, "tempi-info"); with --check PROGRAM, whether a program holds TEMPI's
+// wrappers whole, in part or not at all, and in which order relative to other PMPI tools,
+// without running it (the same verdict as TEMPI's start-up check, pmpi/api/link_check.hpp);
+// with --python, the one-line check of a running mpi4py process.
 #include <elf.h>
 #include <mpi.h>
 #include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,21 +28,29 @@
 
 namespace {
 
+// Exit statuses of --check (docs/using.md, "tempi-info"); 2 is a usage error, as in every tool.
+enum Status { kWhole = 0, kAbsent = 1, kUsageError = 2, kUnreadable = 3, kPartial = 4 };
+
 const char kUsage[] =
-    "usage: tempi-info [--check PROGRAM]\n"
+    "usage: tempi-info [--check PROGRAM | --python | --version]\n"
     "\n"
     "Without arguments (run it as a program, or under mpiexec -n 1): TEMPI's version, how it\n"
     "was built (CUDA, GPU architectures, MPI), what it detects at run time (GPUs, whether the\n"
     "MPI library is CUDA-aware and how that was decided), every TEMPI_* environment variable\n"
     "with its value and where the value came from, and the performance profile in use.\n"
     "\n"
-    "--check PROGRAM: whether PROGRAM, with the libraries it loads (LD_PRELOAD included, as\n"
-    "set now), contains TEMPI's wrappers, and for the MPI calls TEMPI wraps, which object\n"
-    "each call reaches first (TEMPI, another PMPI tool, the MPI library). Exit status: 0\n"
-    "TEMPI comes first; 1 TEMPI is absent; 2 TEMPI is there, but other code comes first\n"
-    "for some calls; 3 PROGRAM cannot be read.\n"
+    "--check PROGRAM: whether PROGRAM (found as the shell finds it: through PATH where the\n"
+    "name has no '/'), with the libraries it loads (LD_PRELOAD included, as set now), has\n"
+    "every call TEMPI wraps reaching TEMPI, without running it. Exit status: 0 linked whole\n"
+    "(TEMPI comes first for every call it wraps); 1 TEMPI is absent; 3 PROGRAM cannot be\n"
+    "found or read; 4 linked in part or bypassed: some calls reach other code first, or\n"
+    "TEMPI skips a PMPI tool, or Fortran calls miss TEMPI's --wrap archive.\n"
+    "--python: a one-line Python check of whether TEMPI is interposed in a running mpi4py\n"
+    "process (the preload took) and over which MPI library.\n"
+    "--version: TEMPI's version and the MPI it was built against.\n"
     "\n"
-    "  -h, --help  this text\n";
+    "  -h, --help  this text\n"
+    "Any other argument: a message and exit status 2.\n";
 
 // ---- the report without arguments ------------------------------------------------------
 
@@ -122,11 +135,36 @@ void print_runtime() {
   std::printf("  profile:             %s\n", tempi::profile_summary().c_str());
 }
 
+// Whether TEMPI takes `value` for knob `name`: parse_config warns on stderr about a value
+// it ignores, so a parse of that one knob with stderr sent to a file says. tempi-info must
+// not list an ignored value as in force.
+bool knob_accepted(const char *name, const char *value) {
+  std::fflush(stderr);
+  FILE *sink = std::tmpfile();
+  const int saved = dup(2);
+  if (!sink || saved < 0 || dup2(fileno(sink), 2) < 0) {
+    if (sink) std::fclose(sink);
+    if (saved >= 0) close(saved);
+    return true;
+  }
+  tempi::parse_config([&](const char *n) { return std::strcmp(n, name) ? nullptr : value; });
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  struct stat st {};
+  const bool quiet = fstat(fileno(sink), &st) == 0 && st.st_size == 0;
+  std::fclose(sink);
+  return quiet;
+}
+
 void print_environment() {
   std::printf("environment (docs/environment.md):\n");
   for (const tempi::Knob &k : tempi::knobs()) {
     const char *v = std::getenv(k.name);
-    std::printf("  %-26s %-12s %s\n", k.name, v ? v : k.default_value, v ? "(from the environment)" : "(default)");
+    if (v && !knob_accepted(k.name, v))
+      std::printf("  %-26s %-12s (default: %s=%s is invalid and ignored)\n", k.name, k.default_value, k.name, v);
+    else
+      std::printf("  %-26s %-12s %s\n", k.name, v ? v : k.default_value, v ? "(from the environment)" : "(default)");
   }
 }
 
@@ -138,6 +176,7 @@ struct ElfFile {
   std::string error;  // empty: read
   std::set<std::string> defined;
   std::string interp;
+  bool tempi_code = false;  // any of TEMPI's own symbols (namespace tempi)
 };
 
 bool interesting(const char *name) {
@@ -181,6 +220,7 @@ ElfFile read_elf(const std::string &path) {
         continue;
       const char *name = data.data() + strtab.sh_offset + sym[k].st_name;
       if (interesting(name)) f.defined.insert(name);
+      if (!std::strncmp(name, "_ZN5tempi", 9)) f.tempi_code = true;
     }
   }
   return f;
@@ -231,17 +271,72 @@ struct Object {
 std::string describe_role(const ElfFile &e, bool is_program) {
   if (e.defined.count("tempi_archive_linked")) return "TEMPI (static archive)";
   if (e.defined.count("tempi_preload_linked")) return "TEMPI (preload library)";
+  if (e.defined.count("tempi_wrap_archive_linked")) return "";  // said apart: its calls are __wrap_MPI_X
+  // TEMPI's code in the program without its anchor: members of the archive pulled in one by
+  // one, after the MPI library had already defined the calls those members would define.
+  if (is_program && e.tempi_code) return "TEMPI (static archive, linked in part)";
+  const bool defines_calls = e.defined.count("MPI_Send") || e.defined.count("MPI_Isend") || e.defined.count("MPI_Wait");
   if (e.defined.count("PMPI_Send")) return "the MPI library";
-  if (e.defined.count("MPI_Send") || e.defined.count("MPI_Isend") || e.defined.count("MPI_Wait"))
-    return is_program ? "the program (defines MPI calls itself: a static PMPI tool)" : "a PMPI tool";
+  if (defines_calls) return is_program ? "the program (defines MPI calls itself: a static PMPI tool)" : "a PMPI tool";
   return "";
 }
 
-int check(const std::string &path) {
+// PROGRAM as the shell finds it: a name with a '/' is a path, any other is looked up in
+// PATH (an empty entry is the current directory). Empty when there is none.
+std::string resolve(const std::string &name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char *path = std::getenv("PATH");
+  std::string dirs = path ? path : "";
+  for (size_t at = 0; at <= dirs.size();) {
+    const size_t colon = std::min(dirs.find(':', at), dirs.size());
+    const std::string dir = colon > at ? dirs.substr(at, colon - at) : ".";
+    const std::string candidate = dir + "/" + name;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(candidate, ec) && access(candidate.c_str(), X_OK) == 0) return candidate;
+    at = colon + 1;
+  }
+  return "";
+}
+
+// What keeps a program that holds TEMPI from having every call go through it, beyond calls
+// that reach other code first: a PMPI tool that static TEMPI forwards past (it calls
+// PMPI_X), and Fortran bindings that the --wrap archive cannot reach.
+std::vector<std::string> skipped(const std::vector<Object> &order, bool wrap_archive) {
+  std::vector<std::string> found;
+  const bool static_tempi = order[0].tempi;
+  for (size_t i = 1; i < order.size(); ++i) {
+    const Object &o = order[i];
+    if (static_tempi && o.role == "a PMPI tool")
+      found.push_back("the PMPI tool " + o.path + " sees no call: TEMPI's static archive forwards to PMPI_X past it");
+    if (wrap_archive && o.elf.defined.count("mpi_isend_") && !order[0].elf.defined.count("mpi_isend_"))
+      found.push_back("Fortran calls from " + o.path + " reach the MPI library, not TEMPI's --wrap archive");
+  }
+  return found;
+}
+
+void print_objects(const std::string &path, const std::string &note, const std::vector<Object> &order,
+                   bool wrap_archive) {
+  std::printf("%s\n", path.c_str());
+  if (const char *pre = std::getenv("LD_PRELOAD")) std::printf("  LD_PRELOAD=%s\n", pre);
+  if (!note.empty()) std::printf("  (%s)\n", note.c_str());
+  std::printf("  objects that define MPI calls, in the order the dynamic linker searches them:\n");
+  for (const Object &o : order)
+    if (!o.role.empty()) std::printf("    %-38s %s\n", o.role.c_str(), o.path.c_str());
+  if (wrap_archive)
+    std::printf("  TEMPI (--wrap archive) is in the program, above what defines MPI_X: the program's own calls\n"
+                "  reach it; calls from shared libraries (Fortran bindings, other tools) do not\n");
+}
+
+int check(const std::string &name) {
+  const std::string path = resolve(name);
+  if (path.empty()) {
+    std::fprintf(stderr, "tempi-info: %s: not found in PATH (name a file here as ./%s)\n", name.c_str(), name.c_str());
+    return kUnreadable;
+  }
   const ElfFile program = read_elf(path);
   if (!program.error.empty()) {
     std::fprintf(stderr, "tempi-info: %s\n", program.error.c_str());
-    return 3;
+    return kUnreadable;
   }
   std::string note;
   std::vector<Object> order{{path, program, describe_role(program, true), false}};
@@ -252,16 +347,7 @@ int check(const std::string &path) {
   }
   for (Object &o : order) o.tempi = o.role.rfind("TEMPI", 0) == 0;
   const bool wrap_archive = program.defined.count("tempi_wrap_archive_linked") != 0;
-
-  std::printf("%s\n", path.c_str());
-  if (const char *pre = std::getenv("LD_PRELOAD")) std::printf("  LD_PRELOAD=%s\n", pre);
-  if (!note.empty()) std::printf("  (%s)\n", note.c_str());
-  std::printf("  objects that define MPI calls, in the order the dynamic linker searches them:\n");
-  for (const Object &o : order)
-    if (!o.role.empty()) std::printf("    %-28s %s\n", o.role.c_str(), o.path.c_str());
-  if (wrap_archive)
-    std::printf("  TEMPI (--wrap archive) is in the program, above what defines MPI_X: the program's own calls\n"
-                "  reach it; calls from shared libraries (Fortran bindings, other tools) do not\n");
+  print_objects(path, note, order, wrap_archive);
 
   // For each call TEMPI wraps: the first object that defines it is where calls go.
   std::vector<std::string> ahead;
@@ -280,32 +366,62 @@ int check(const std::string &path) {
   }
   if (!anywhere) {
     std::printf("TEMPI is not in this program: its MPI calls go straight to the MPI library or another tool.\n");
-    return 1;
+    return kAbsent;
   }
+  const std::vector<std::string> missed = skipped(order, wrap_archive);
   if (!ahead.empty()) {
-    std::printf("TEMPI is there, but %zu of the calls it wraps reach other code first:\n", ahead.size());
+    std::printf("TEMPI is linked in part or bypassed: %zu of the calls it wraps reach other code first:\n",
+                ahead.size());
     for (size_t i = 0; i < ahead.size() && i < 8; ++i) std::printf("    %s\n", ahead[i].c_str());
     if (ahead.size() > 8) std::printf("    ... and %zu more\n", ahead.size() - 8);
     std::printf("These reach TEMPI only if that code forwards to the next definition (dlsym(RTLD_NEXT));\n"
-                "a tool that calls PMPI_X leaves TEMPI out. Put TEMPI first (docs/using.md, \"Linking\").\n");
-    return 2;
+                "a tool that calls PMPI_X, or the MPI library, leaves TEMPI out. Put TEMPI first\n"
+                "(docs/using.md, \"Is TEMPI linked?\").\n");
   }
+  for (const std::string &m : missed) std::printf("TEMPI is bypassed: %s (docs/using.md, \"Is TEMPI linked?\").\n", m.c_str());
+  if (!ahead.empty() || !missed.empty()) return kPartial;
   std::printf("TEMPI comes first for every call it wraps.\n");
-  return 0;
+  return kWhole;
+}
+
+// The one-line check for a Python user (docs/using.md, "Python"): tempi_link_report() is
+// defined by every TEMPI artifact (pmpi/api/link_check.hpp); mpi4py has started MPI by then.
+const char kPythonCheck[] =
+    "python3 -c \"import ctypes; from mpi4py import MPI; g = ctypes.CDLL(None); "
+    "f = getattr(g, 'tempi_link_report', None); f and setattr(f, 'restype', ctypes.c_char_p); "
+    "print(f().decode() if f else 'TEMPI is not in this process; MPI: ' + "
+    "MPI.Get_library_version().split(',')[0])\"";
+
+void print_python() {
+  std::printf("Whether TEMPI is interposed in an mpi4py process (the preload took) and over which MPI:\n"
+              "run this where the application runs, with the same launcher and LD_PRELOAD, e.g.\n"
+              "  mpiexec -n 1 env LD_PRELOAD=/path/to/libtempi_preload.so \\\n    %s\n"
+              "It prints \"TEMPI <version> preload library over <MPI>: every call it wraps reaches it\",\n"
+              "what keeps calls from TEMPI, or \"TEMPI is not in this process\" (docs/using.md, \"Python\").\n",
+              kPythonCheck);
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
   const std::string first = argc > 1 ? argv[1] : "";
-  if (first == "-h" || first == "--help") {
+  if (argc == 2 && (first == "-h" || first == "--help")) {
     std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (argc == 2 && first == "--version") {
+    std::printf("tempi-info (TEMPI %s), built against %s\n", TEMPI_VERSION, TEMPI_BUILD_MPI);
+    return 0;
+  }
+  if (argc == 2 && first == "--python") {
+    print_python();
     return 0;
   }
   if (first == "--check" && argc == 3) return check(argv[2]);
   if (argc > 1) {
-    std::fputs(kUsage, stderr);
-    return 3;
+    const std::string problem = first == "--check" ? "--check needs one PROGRAM" : "unknown option or argument: " + first;
+    std::fprintf(stderr, "tempi-info: %s\n%s", problem.c_str(), kUsage);
+    return kUsageError;
   }
   MPI_Init(&argc, &argv);
   print_build();

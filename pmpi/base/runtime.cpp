@@ -24,6 +24,8 @@
 
 namespace tempi {
 
+void check_link(int rank);  // api/link_check.hpp, declared here as runtime.hpp declares the Fortran check
+
 namespace {
 
 std::atomic<bool> g_active{false};
@@ -118,6 +120,7 @@ void initialize() {
                                                  [] { return gpu_backend().synchronizations(); }};
   register_counters(&synchronizations, 1);
   check_fortran_bindings(rank);
+  check_link(rank);
   stop_at_finalize_of_mpi();
   g_active = true;
 }

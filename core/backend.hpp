@@ -77,6 +77,9 @@ class OnDevice {
   OnDevice(const OnDevice &) = delete;
   OnDevice &operator=(const OnDevice &) = delete;
 
+  // The GPU that was current before (-1 where the scope changed nothing).
+  int previous() const { return previous_; }
+
  private:
   int previous_ = -1;
 };

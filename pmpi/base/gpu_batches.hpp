@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "backend.hpp"
-#include "base/on_device.hpp"
 
 namespace tempi {
 

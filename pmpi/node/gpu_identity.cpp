@@ -4,7 +4,7 @@
 #include <mutex>
 #include <string>
 
-#include "base/on_device.hpp"
+#include "backend.hpp"
 #include "node/node_share.hpp"
 
 namespace tempi {

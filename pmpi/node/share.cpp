@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "base/on_device.hpp"
+#include "backend.hpp"
 #include "config.hpp"
 #include "log.hpp"
 #include "node/peer_mapping.hpp"

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "base/errors.hpp"
-#include "base/on_device.hpp"
+#include "backend.hpp"
 #include "base/forward.hpp"
 #include "log.hpp"
 #include "p2p/requests.hpp"

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "base/errors.hpp"
-#include "base/on_device.hpp"
+#include "backend.hpp"
 #include "base/progress.hpp"
 #include "log.hpp"
 #include "overlap.hpp"

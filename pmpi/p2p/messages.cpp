@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "base/errors.hpp"
-#include "base/on_device.hpp"
+#include "backend.hpp"
 #include "p2p/local_work.hpp"
 #include "base/forward.hpp"
 #include "base/gpu_batches.hpp"

@@ -5,7 +5,7 @@
 #include <atomic>
 
 #include "base/errors.hpp"
-#include "base/on_device.hpp"
+#include "backend.hpp"
 #include "node/share.hpp"
 #include "zero_copy/counters.hpp"
 #include "zero_copy/slots.hpp"

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "base/on_device.hpp"
+#include "backend.hpp"
 #include "log.hpp"
 #include "zero_copy/p2p_flight.hpp"
 

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "base/errors.hpp"
-#include "base/on_device.hpp"
+#include "backend.hpp"
 #include "config.hpp"
 #include "log.hpp"
 #include "zero_copy/moves.hpp"

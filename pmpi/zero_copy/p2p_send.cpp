@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "base/errors.hpp"
-#include "base/on_device.hpp"
+#include "backend.hpp"
 #include "config.hpp"
 #include "log.hpp"
 #include "zero_copy/p2p_flight.hpp"

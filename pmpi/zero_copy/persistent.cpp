@@ -7,7 +7,7 @@
 
 #include "base/errors.hpp"
 #include "base/forward.hpp"
-#include "base/on_device.hpp"
+#include "backend.hpp"
 #include "log.hpp"
 #include "node/share.hpp"
 #include "zero_copy/counters.hpp"

@@ -146,6 +146,11 @@ class FenceHooks {
   // work by themselves; another process's GPU reading this process's memory through IPC
   // (zero-copy) does not, so an owner settles it before peers may read.
   virtual Status wait_default_stream() = 0;
+  // Makes the legacy default stream of the current GPU wait for the work before `f`, so
+  // that work the application queues after this call on that stream, or on any blocking
+  // stream of its own (cudaStreamCreate, cudaStreamDefault, the per-thread default stream,
+  // which all wait for earlier legacy-stream work), starts after it. No wait on the host.
+  virtual Status order_default_stream_after(const Fence &f) = 0;
 
  protected:
   ~FenceHooks() = default;

@@ -26,6 +26,7 @@ class StubBackend final : public Backend {
   Status wait(const Fence &) override { return Status::Ok; }
   uint64_t synchronizations() override { return 0; }
   Status wait_default_stream() override { return Status::Ok; }
+  Status order_default_stream_after(const Fence &) override { return Status::Ok; }
   std::string device_id() override { return ""; }
   bool mps_enabled() override { return false; }
   int device_count() override { return 0; }

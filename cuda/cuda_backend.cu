@@ -185,6 +185,18 @@ class CudaBackend final : public Backend {
     return Status::Ok;
   }
 
+  // The unpacks that join one open launch share its end: the legacy stream waits for it once.
+  Status order_default_stream_after(const Fence &f) override {
+    if (!f) return Status::Ok;
+    const CudaFence &fence = *static_cast<CudaFence *>(f.state.get());
+    thread_local OpenMark ordered;  // the open launch this thread last ordered the legacy stream after
+    if (fence.open.launch && fence.open.launch == ordered.launch && fence.open.epoch == ordered.epoch)
+      return Status::Ok;
+    TEMPI_CUDA(cudaStreamWaitEvent(cudaStreamLegacy, fence.event, 0));
+    ordered = fence.open;
+    return Status::Ok;
+  }
+
   std::string device_id() override {
     char bus[32] = "";
     int dev = 0;

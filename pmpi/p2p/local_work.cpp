@@ -37,6 +37,14 @@ void log_deferred_failure() {
 }
 
 void LocalWork::add(const Fence &f, int device) {
+  // The application's next work on the legacy default stream or on any blocking stream of
+  // its own must start after this work (docs/using.md, "Sequences of MPI_Pack and
+  // MPI_Unpack"): TEMPI's stream is a blocking stream, which the legacy stream waits for but
+  // another blocking stream does not, so the legacy stream is made to wait for it here.
+  {
+    const OnDevice on(device);
+    if (const Status st = gpu_backend().order_default_stream_after(f); st != Status::Ok) keep_failure(st);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   const std::thread::id me = std::this_thread::get_id();
   for (Entry &e : entries_)

@@ -29,9 +29,15 @@
 
 namespace tempi {
 void emulated_device_synchronize();
+void emulated_blocking_stream_sync();
 }
 #if defined(P2P_REAL_GPU)
 bool copy_on_default_stream_after(void *dst, const void *src, size_t bytes, double ms);  // default_stream_writer.cu
+struct BlockingReader;  // blocking_stream_reader.cu
+BlockingReader *blocking_reader_new(const void *want, size_t bytes);
+bool blocking_reader_check(BlockingReader *r, const void *object);
+unsigned long long blocking_reader_wrong(BlockingReader *r);
+void blocking_reader_delete(BlockingReader *r);
 #endif
 
 using namespace p2p;
@@ -352,6 +358,98 @@ TEST_CASE("a run of unpacks longer than one open launch takes, interleaved in on
     INFO("round " << round);
     CHECK(first_difference(grid.download(), want) == "");
   }
+  release(l);
+}
+
+namespace {
+
+// What the application's kernel on a blocking stream of its own sees of `object`, queued
+// right after the MPI call that wrote it returned, with no synchronization between: a
+// count of wrong bytes that the GPU accumulates (real GPU), or, on the emulated GPU, the
+// work such a stream waits for run and the object compared at once.
+class BlockingStreamReader {
+ public:
+  explicit BlockingStreamReader(const std::vector<char> &want) : want_(want) {
+#if defined(P2P_REAL_GPU)
+    reader_ = blocking_reader_new(want.data(), want.size());
+    REQUIRE(reader_);
+#endif
+  }
+  ~BlockingStreamReader() {
+#if defined(P2P_REAL_GPU)
+    blocking_reader_delete(reader_);
+#endif
+  }
+  BlockingStreamReader(const BlockingStreamReader &) = delete;
+  BlockingStreamReader &operator=(const BlockingStreamReader &) = delete;
+
+  void read(const Buf &object) {
+#if defined(P2P_REAL_GPU)
+    REQUIRE(blocking_reader_check(reader_, object.get()));
+#else
+    tempi::emulated_blocking_stream_sync();
+    const std::vector<char> got = object.download();
+    for (size_t i = 0; i < got.size(); ++i) wrong_ += got[i] != want_[i];
+#endif
+  }
+  // Bytes found wrong so far (waits for the application's stream).
+  unsigned long long wrong() {
+#if defined(P2P_REAL_GPU)
+    return blocking_reader_wrong(reader_);
+#else
+    return wrong_;
+#endif
+  }
+
+ private:
+  std::vector<char> want_;
+#if defined(P2P_REAL_GPU)
+  BlockingReader *reader_ = nullptr;
+#else
+  unsigned long long wrong_ = 0;
+#endif
+};
+
+}  // namespace
+
+// A halo code's check kernels run on its own streams, made with cudaStreamDefault, right
+// after MPI_Unpack returns. In every mode (TEMPI_DEFER_PACK 0 to 3) they must see the whole
+// unpacked object, cycle after cycle: TEMPI's stream is one blocking stream and the
+// application's another, which does not wait for it by itself. On a GPU the object is large
+// (an unpack of tens of microseconds, still running when the application's kernel starts
+// unless that kernel is ordered after it); on the emulated GPU deferred work runs only when
+// something waits for it, so a reader not ordered after the unpack sees the poison.
+TEST_CASE("the application's own blocking stream reads what MPI_Unpack wrote, cycle after cycle",
+          "[sequence][streams]") {
+#if defined(P2P_REAL_GPU)
+  const int blocks = 1 << 21, cycles = 200;  // 32 MiB packed, 64 MiB object
+#else
+  const int blocks = 1 << 10, cycles = 200;
+#endif
+  MPI_Datatype type;
+  MPI_Type_vector(blocks, 4, 8, MPI_FLOAT, &type);  // 16-byte blocks, 16-byte gaps
+  MPI_Type_commit(&type);
+  const Layout l{type, 1};
+  const std::vector<char> data = pattern(l.span(), 90);
+  const std::vector<char> packed_bytes = host_packed(l, data);
+  const auto packed = on_gpu(packed_bytes);
+  std::vector<char> want(l.span(), kPoison);
+  int pos = 0;
+  PMPI_Unpack(packed_bytes.data(), int(packed_bytes.size()), &pos, want.data(), 1, type, MPI_COMM_WORLD);
+  Buf object(Where::Gpu, l.span());
+  BlockingStreamReader reader(want);
+  unsigned long long wrong = 0;
+  for (int c = 0; c < cycles && wrong == 0; ++c) {
+    wrong = reader.wrong();  // the last cycle's reader is done before the object is poisoned again
+    object.fill(kPoison);
+    unpack(*packed, l, object);
+    reader.read(object);
+  }
+  wrong = reader.wrong();
+  INFO("bytes the application's blocking stream found wrong, TEMPI_DEFER_PACK="
+       << (std::getenv("TEMPI_DEFER_PACK") ? std::getenv("TEMPI_DEFER_PACK") : "unset"));
+  CHECK(wrong == 0);
+  device_synchronize();
   release(l);
 }
 

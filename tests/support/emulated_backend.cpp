@@ -277,6 +277,18 @@ void drain_all_streams() {
   for (auto &s : live) s->run_until(UINT64_MAX);
 }
 
+// Fences that TEMPI made the legacy default stream wait for (order_default_stream_after):
+// what the application's blocking streams wait for before their next work, and nothing
+// else of TEMPI's streams (a blocking stream does not wait for another blocking stream).
+struct LegacyWaits {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<void>> fences;  // FenceState
+};
+LegacyWaits &legacy_waits() {
+  static LegacyWaits *w = new LegacyWaits;
+  return *w;
+}
+
 // ---- Injected faults --------------------------------------------------------------------
 
 // Per kind: how many more operations succeed before one fails (0: none is armed).
@@ -466,6 +478,13 @@ class EmulatedBackend final : public Backend {
   uint64_t synchronizations() override { return syncs_.load(std::memory_order_relaxed); }
   // The emulated GPU has no stream of the application's: its work is all TEMPI's.
   Status wait_default_stream() override { return Status::Ok; }
+  Status order_default_stream_after(const Fence &f) override {
+    if (!f) return Status::Ok;
+    LegacyWaits &w = legacy_waits();
+    std::lock_guard<std::mutex> lock(w.mutex);
+    w.fences.push_back(f.state);
+    return Status::Ok;
+  }
 
   int device_count() override { return 1; }
   Status select_device(int device) override { return device == 0 ? Status::Ok : Status::Unsupported; }
@@ -851,6 +870,21 @@ Backend &gpu_backend() {
 // Tests of the deferred MPI_Pack contract (TEMPI_DEFER_PACK=1) use it as the
 // application's synchronization.
 void emulated_device_synchronize() { drain_all_streams(); }
+
+// What work the application queues on a blocking stream of its own sees first: the work
+// TEMPI ordered the legacy default stream after, and no other of TEMPI's work.
+void emulated_blocking_stream_sync() {
+  std::vector<std::shared_ptr<void>> fences;
+  {
+    LegacyWaits &w = legacy_waits();
+    std::lock_guard<std::mutex> lock(w.mutex);
+    fences.swap(w.fences);
+  }
+  for (const std::shared_ptr<void> &f : fences) {
+    const FenceState &s = *static_cast<const FenceState *>(f.get());
+    s.stream->run_until(s.seq);
+  }
+}
 
 void emulated_fail_nth(EmulatedFault kind, int n) { g_fail_in[int(kind)].store(n, std::memory_order_relaxed); }
 

@@ -90,6 +90,7 @@ class RecordingBackend final : public Backend {
   Status wait(const Fence &) override { return Status::Ok; }
   uint64_t synchronizations() override { return uint64_t(finishes); }
   Status wait_default_stream() override { return Status::Ok; }
+  Status order_default_stream_after(const Fence &) override { return Status::Ok; }
 
   Status acquire(ScratchKind, size_t bytes, Scratch &out) override {
     if (!staging) return Status::NoMemory;

@@ -69,17 +69,15 @@ void print_peer_access(tempi::Backend &b) {
   if (n < 2) return;
   std::vector<std::string> ids;
   for (int d = 0; d < n; ++d) {
-    const int previous = b.use_device(d);
+    const tempi::OnDevice on(d);
     ids.push_back(b.device_id());
-    b.use_device(previous);
   }
   std::string pairs;
   for (int d = 0; d < n; ++d) {
-    const int previous = b.use_device(d);
+    const tempi::OnDevice on(d);
     for (int e = 0; e < n; ++e)
       if (e != d && b.ipc_peer_access(ids[size_t(e)]))
         pairs += (pairs.empty() ? "" : ", ") + std::to_string(d) + " reads " + std::to_string(e);
-    b.use_device(previous);
   }
   std::printf("  GPU peer access:     %s\n",
               pairs.empty() ? "none (zero-copy cannot be used between GPUs)" : pairs.c_str());
@@ -90,10 +88,13 @@ void print_peer_access(tempi::Backend &b) {
 // for a time slice (docs/using.md, "Ranks that share a GPU").
 void print_sharing(tempi::Backend &b) {
   for (int d = 0; d < b.device_count(); ++d) {
-    const int previous = b.use_device(d);
-    const std::string id = b.device_id();
-    const bool mps = b.mps_enabled();
-    b.use_device(previous);
+    std::string id;
+    bool mps = false;
+    {
+      const tempi::OnDevice on(d);
+      id = b.device_id();
+      mps = b.mps_enabled();
+    }
     const int others = tempi::other_processes_on(id);
     const std::string label = "GPU " + std::to_string(d) + " sharing:";
     std::printf("  %-20s %s, MPS %s, %d other process%s of this user on it%s\n", label.c_str(), id.c_str(),

@@ -570,7 +570,6 @@ int finish_recvs(std::vector<Finishing> &batch) {
     return first;
   }
   // Every unpack is issued before one wait per GPU.
-  Backend &b = gpu_backend();
   std::vector<GpuMoves<Finishing>> gpus;
   int first = MPI_SUCCESS;
   for (Finishing &f : batch) {

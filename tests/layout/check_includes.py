@@ -19,9 +19,10 @@ include: nothing is implied, the block says it all.
 import os
 import re
 import sys
+
+from library_files import source_files
 import tempfile
 
-SOURCE_DIRS = ('pmpi', 'core', 'cuda')
 SEARCH_DIRS = ('pmpi', 'core', 'cuda')  # after the including file's own folder
 EXTENSIONS = ('.cpp', '.hpp', '.cu', '.cuh', '.h', '.def')
 DESIGN = os.path.join('docs', 'design.md')
@@ -180,15 +181,6 @@ def strongly_connected(graph):
     return found
 
 
-def source_files(root):
-    for top in SOURCE_DIRS:
-        for folder, dirs, files in os.walk(os.path.join(root, top)):
-            dirs.sort()
-            for name in sorted(files):
-                if name.endswith(EXTENSIONS):
-                    yield os.path.relpath(os.path.join(folder, name), root).replace(os.sep, '/')
-
-
 def check(root):
     """Every finding of the tree at root, one string each (empty: the tree passes)."""
     with open(os.path.join(root, DESIGN), encoding='utf-8') as f:
@@ -198,7 +190,7 @@ def check(root):
     for comp in strongly_connected(layer_graph):
         findings.append('%s: the layers block has a cycle: %s' % (DESIGN, ' -> '.join(find_cycle(layer_graph, comp))))
     graph, where = {}, {}
-    for path in source_files(root):
+    for path in source_files(root, EXTENSIONS):
         with open(os.path.join(root, path), encoding='utf-8', errors='replace') as f:
             text = f.read()
         graph.setdefault(path, set())

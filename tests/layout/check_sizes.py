@@ -19,7 +19,8 @@ import os
 import re
 import sys
 
-SOURCE_DIRS = ('pmpi', 'core', 'cuda')
+from library_files import source_files
+
 EXTENSIONS = ('.cpp', '.hpp', '.cu', '.cuh', '.h')
 MAX_FILE_LINES = 900
 MAX_FUNCTION_LINES = 120
@@ -257,19 +258,10 @@ def functions(text):
     return found
 
 
-def source_files(root):
-    for top in SOURCE_DIRS:
-        for folder, dirs, files in os.walk(os.path.join(root, top)):
-            dirs.sort()
-            for name in sorted(files):
-                if name.endswith(EXTENSIONS):
-                    yield os.path.relpath(os.path.join(folder, name), root).replace(os.sep, '/')
-
-
 def check(root):
     """Every finding of the tree at root, one string each (empty: the tree passes)."""
     findings = []
-    for path in source_files(root):
+    for path in source_files(root, EXTENSIONS):
         with open(os.path.join(root, path), encoding='utf-8', errors='replace') as f:
             text = f.read()
         lines = len(text.splitlines())

@@ -58,6 +58,10 @@ const std::vector<Knob> &knobs() {
        "(TEMPIX_Comm_enable_zero_copy), the smallest packed size in bytes of a nonblocking GPU send that the "
        "receiving GPU reads through CUDA IPC; smaller messages are packed and moved by the MPI library "
        "(docs/using.md, \"Zero-copy point-to-point\")."},
+      {"TEMPI_PHASE_TIMES", "0",
+       "1: TEMPI times its own phases in point-to-point calls (wrapper calls, decisions, staging, requests, "
+       "launches, waits, the MPI library's calls) into counters that tools read with TEMPIX_Counter "
+       "(docs/using.md, \"Phase times\"). 0: not timed."},
       {"TEMPI_PROFILE", "unset",
        "The system profile written by tempi-measure, read at start-up: a file, or none for the built-in "
        "rules. Unset: the per-user cache file for this GPU model and MPI library (docs/model.md)."},
@@ -152,6 +156,12 @@ Config parse_config(const std::function<const char *(const char *)> &lookup) {
       c.wait_by_polling = false;
     else if (strcasecmp(v, "poll"))
       warn_invalid("TEMPI_WAIT", v);
+  }
+  if (const char *v = lookup("TEMPI_PHASE_TIMES")) {
+    if (!std::strcmp(v, "1"))
+      c.phase_times = true;
+    else if (std::strcmp(v, "0"))
+      warn_invalid("TEMPI_PHASE_TIMES", v);
   }
   if (const char *v = lookup("TEMPI_PROFILE")) c.profile = v;
   if (const char *v = lookup("TEMPI_PIPELINE_CHUNK")) parse_bytes("TEMPI_PIPELINE_CHUNK", v, c.pipeline_chunk);

@@ -49,6 +49,8 @@ struct Config {
   // Zero-copy point-to-point (where enabled on a communicator): nonblocking GPU sends of at
   // least this many packed bytes.
   int64_t p2p_zero_copy_min = 0;
+  // TEMPI_PHASE_TIMES=1: time TEMPI's phases (base/phases.hpp) into counters.
+  bool phase_times = false;
   std::string profile;  // TEMPI_PROFILE: a profile file, "none", or empty (the per-user cache)
 };
 

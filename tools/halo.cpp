@@ -881,13 +881,31 @@ struct Result {
   // Over the timed exchanges, summed over ranks: TEMPI's decisions on GPU buffers, and those
   // a repeated call took from its thread's kept ones (counters p2p.decisions_*).
   long long decisions = 0, recalled = 0;
+  // Rank 0's TEMPI phases per timed exchange (means), where TEMPI_PHASE_TIMES=1 timed them.
+  std::vector<double> phase_us, phase_calls;
 };
+
+// TEMPI's phases (docs/using.md, "Phase times"), in the order of its counters.
+const char *const kPhases[] = {"isend",      "irecv",     "decide", "pointer_query", "staging",
+                               "request",    "completion", "pack_launch", "pack_wait", "post",
+                               "library_wait", "unpack",  "finish_sends"};
+constexpr size_t kPhaseCount = sizeof(kPhases) / sizeof(kPhases[0]);
 
 // TEMPI's counter `name` in this process (TEMPIX_Counter; 0 without TEMPI's counters).
 long long counter(const char *name) {
   unsigned long long v = 0;
   TEMPIX_Counter(name, &v);
   return (long long)v;
+}
+
+// Every phase's time (ns) and calls, in kPhases' order.
+std::vector<long long> phase_counters() {
+  std::vector<long long> v;
+  for (const char *p : kPhases) {
+    v.push_back(counter(("phase." + std::string(p) + "_ns").c_str()));
+    v.push_back(counter(("phase." + std::string(p) + "_calls").c_str()));
+  }
+  return v;
 }
 
 double median(std::vector<double> v) {
@@ -916,6 +934,7 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
   std::vector<double> posts(static_cast<size_t>(iters)), waits(static_cast<size_t>(iters));
   const long long syncs_before = counter("gpu.synchronizations");
   const long long made_before = counter("p2p.decisions_made"), recalled_before = counter("p2p.decisions_recalled");
+  const std::vector<long long> phases_before = phase_counters();
   for (int i = 0; i < iters; ++i) {
     MPI_Barrier(h.cart);
     const double t0 = MPI_Wtime();
@@ -927,6 +946,11 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
   res.syncs = iters ? double(counter("gpu.synchronizations") - syncs_before) / iters : 0;
   const long long made = counter("p2p.decisions_made") - made_before;
   const long long recalled = counter("p2p.decisions_recalled") - recalled_before;
+  const std::vector<long long> phases_after = phase_counters();
+  for (size_t k = 0; iters && k < kPhaseCount; ++k) {
+    res.phase_us.push_back(1e-3 * double(phases_after[2 * k] - phases_before[2 * k]) / iters);
+    res.phase_calls.push_back(double(phases_after[2 * k + 1] - phases_before[2 * k + 1]) / iters);
+  }
   res.post_us = median(posts);
   res.wait_us = median(waits);
   // The time of an iteration is that of its slowest rank.
@@ -1042,6 +1066,30 @@ void print_header(const Halo &h, const Grid &g, const Options &o) {
               "slowest rank.\n\n");
 }
 
+// TEMPI's own phases per exchange on rank 0, where TEMPI_PHASE_TIMES=1 timed them: each
+// phase's mean time (us) and calls per timed exchange. Phases nest (docs/using.md, "Phase times").
+void print_phases(const std::vector<Result> &results) {
+  bool any = false;
+  for (const Result &r : results)
+    for (double c : r.phase_calls) any = any || c > 0;
+  if (!any) return;
+  std::printf("\nTEMPI's phases per exchange on rank 0 (TEMPI_PHASE_TIMES=1; mean us, and calls, per timed "
+              "exchange;\nnested phases are included in their parents: docs/using.md, \"Phase times\")\n");
+  std::printf("%-17s", "variant");
+  for (const char *p : kPhases) std::printf(" %13s", p);
+  std::printf("\n");
+  for (const Result &r : results) {
+    if (!r.na.empty() || r.failed || r.phase_us.size() != kPhaseCount) continue;
+    std::printf("%-17s", r.name.c_str());
+    for (size_t k = 0; k < kPhaseCount; ++k) {
+      char cell[32];
+      std::snprintf(cell, sizeof cell, "%.1f/%.0f", r.phase_us[k], r.phase_calls[k]);
+      std::printf(" %13s", cell);
+    }
+    std::printf("\n");
+  }
+}
+
 // Where the time of an exchange goes, on rank 0.
 void print_parts(const std::vector<Result> &results) {
   std::printf("\nParts of one exchange on rank 0 (medians): posting (the 52 calls, MPI_Startall, or the whole\n"
@@ -1052,6 +1100,7 @@ void print_parts(const std::vector<Result> &results) {
   for (const Result &r : results)
     if (r.na.empty() && !r.failed)
       std::printf("%-17s %12.1f %12.1f %14.1f\n", r.name.c_str(), r.post_us, r.wait_us, r.syncs);
+  print_phases(results);
 }
 
 // Each variant's median over the base's ("-" without a base).

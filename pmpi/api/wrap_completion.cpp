@@ -26,6 +26,7 @@
 
 #include "base/errors.hpp"
 #include "base/forward.hpp"
+#include "base/phases.hpp"
 #include "base/progress.hpp"
 #include "base/runtime.hpp"
 #include "base/validate.hpp"
@@ -144,8 +145,10 @@ class Completion {
     std::vector<Finishing> recvs;
     for (Entry &e : entries_)
       if (is_recv(e)) recvs.push_back({&e.pending->in, *e.status, e.err});
-    if (!recvs.empty())
+    if (!recvs.empty()) {
+      const PhaseTimer unpacking(Phase::Unpack);
       if (const int err = finish_recvs(recvs); first == MPI_SUCCESS) first = err;
+    }
     for (size_t k = 0, r = 0; k < entries_.size(); ++k) {
       if (!is_recv(entries_[k])) continue;
       const Finishing &f = recvs[r++];
@@ -153,6 +156,7 @@ class Completion {
       if (f.result != MPI_SUCCESS) entries_[k].status->MPI_ERROR = f.result;
     }
     if (const int err = finish_ops(); first == MPI_SUCCESS) first = err;
+    const PhaseTimer sends(Phase::FinishSends);
     for (Entry &e : entries_) {
       if (!e.done || !e.pending->send) continue;
       int err = MPI_SUCCESS;
@@ -334,16 +338,20 @@ extern "C" {
 int TEMPI_WRAPPER(MPI_Wait)(MPI_Request *request, MPI_Status *status) {
   launch_own_moves();
   if (!tracking(1, request)) return TEMPI_NEXT(MPI_Wait)(request, status);
+  const PhaseTimer timed(Phase::Completion);
   Completion c("MPI_Wait", 1, request);
   if (!c.any() && !self_completed_pending()) return TEMPI_NEXT(MPI_Wait)(request, status);
   MPI_Status local;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int err = !any_in_flight() ? TEMPI_NEXT(MPI_Wait)(c.actual(), st) : until_done([&](bool &done) {
-    int flag = 0;
-    const int e = TEMPI_NEXT(MPI_Test)(c.actual(), &flag, st);
-    done = flag;
-    return e;
-  });
+  const int err = [&] {
+    const PhaseTimer library(Phase::LibraryWait);
+    return !any_in_flight() ? TEMPI_NEXT(MPI_Wait)(c.actual(), st) : until_done([&](bool &done) {
+      int flag = 0;
+      const int e = TEMPI_NEXT(MPI_Test)(c.actual(), &flag, st);
+      done = flag;
+      return e;
+    });
+  }();
   c.completed(0, st, err);
   return first_error(err, c.finish());
 }
@@ -363,17 +371,21 @@ int TEMPI_WRAPPER(MPI_Test)(MPI_Request *request, int *flag, MPI_Status *status)
 int TEMPI_WRAPPER(MPI_Waitall)(int count, MPI_Request requests_[], MPI_Status statuses[]) {
   launch_own_moves();
   if (!tracking(count, requests_)) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
+  const PhaseTimer timed(Phase::Completion);
   Completion c("MPI_Waitall", count, requests_);
   if (const int err = c.refused()) return err;
   if (!c.any() && !self_completed_pending()) return TEMPI_NEXT(MPI_Waitall)(count, requests_, statuses);
   std::vector<MPI_Status> local;
   MPI_Status *st = statuses_for(statuses, count, local);
-  const int err = !any_in_flight() ? TEMPI_NEXT(MPI_Waitall)(count, c.actual(), st) : until_done([&](bool &done) {
-    int flag = 0;
-    const int e = TEMPI_NEXT(MPI_Testall)(count, c.actual(), &flag, st);
-    done = flag;
-    return e;
-  });
+  const int err = [&] {
+    const PhaseTimer library(Phase::LibraryWait);
+    return !any_in_flight() ? TEMPI_NEXT(MPI_Waitall)(count, c.actual(), st) : until_done([&](bool &done) {
+      int flag = 0;
+      const int e = TEMPI_NEXT(MPI_Testall)(count, c.actual(), &flag, st);
+      done = flag;
+      return e;
+    });
+  }();
   for (int i = 0; i < count; ++i) c.completed(i, &st[i], all_error_of(err, st[i]));
   return finish_multi(c, err, st, count, statuses == MPI_STATUSES_IGNORE);
 }

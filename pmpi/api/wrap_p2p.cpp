@@ -8,6 +8,7 @@
 #include "p2p/engine.hpp"
 #include "base/errors.hpp"
 #include "base/forward.hpp"
+#include "base/phases.hpp"
 #include "p2p/messages.hpp"
 #include "p2p/requests.hpp"
 #include "config.hpp"
@@ -43,6 +44,7 @@ int send_with(SendFn next, const char *call, const void *buf, int count, MPI_Dat
 
 int isend_with(IsendFn next, const char *call, const void *buf, int count, MPI_Datatype type, int dest, int tag,
                MPI_Comm comm, MPI_Request *request) {
+  const PhaseTimer timed(Phase::Isend);
   engine().poll();
   const PointerScope one_call;
   SendPlan sp;
@@ -78,6 +80,7 @@ int isend_with(IsendFn next, const char *call, const void *buf, int count, MPI_D
 // Records a posted receive whose data TEMPI moves into the user's buffer at completion.
 int track_recv(Incoming &in, MPI_Request *request, int err) {
   if (err != MPI_SUCCESS) return err;
+  const PhaseTimer timed(Phase::Request);
   auto p = std::make_unique<Pending>();
   p->in = std::move(in);
   requests().add(*request, std::move(p));
@@ -150,6 +153,7 @@ int TEMPI_WRAPPER(MPI_Recv)(void *buf, int count, MPI_Datatype type, int source,
 
 int TEMPI_WRAPPER(MPI_Irecv)(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                              MPI_Request *request) {
+  const PhaseTimer timed(Phase::Irecv);
   engine().poll();
   const PointerScope one_call;
   Incoming in;

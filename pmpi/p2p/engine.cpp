@@ -5,6 +5,7 @@
 #include "base/errors.hpp"
 #include "backend.hpp"
 #include "base/forward.hpp"
+#include "base/phases.hpp"
 #include "log.hpp"
 #include "p2p/requests.hpp"
 
@@ -46,6 +47,7 @@ void post(DeferredSend &s) {
     s.packed = Fence{};
     return;
   }
+  const PhaseTimer timed(Phase::Post);
   const int err = s.post(s.out.buf, s.out.count, s.out.type, s.dest, s.tag, s.comm, &s.inner);
   if (err == MPI_SUCCESS) {
     s.state = DeferredSend::State::Posted;
@@ -84,6 +86,7 @@ void Engine::add(std::shared_ptr<DeferredSend> s) {
 // Issues every queued pack: one backend call per GPU, so that they launch together.
 void Engine::issue_locked() {
   if (queued_.empty()) return;
+  const PhaseTimer timed(Phase::PackLaunch);
   const Reentry inside;
   // The packs run on this thread's stream, which does not follow another thread's deferred
   // MPI_Pack or MPI_Unpack (TEMPI_DEFER_PACK) that may have written a send buffer.
@@ -144,6 +147,7 @@ void Engine::post_ready_locked(bool wait) {
         const OnDevice on(s.device);
         st = b.poll(s.packed, ready);  // a failed pack is ready too, with its error
         if (!ready && wait) {
+          const PhaseTimer waiting(Phase::PackWait);
           st = b.wait(s.packed);
           ready = true;
         }
@@ -224,6 +228,7 @@ Engine &engine() {
 int start_deferred_send(IsendFn post_fn, const char *call, const void *buf, SendPlan &sp, Outgoing &out, int dest,
                         int tag, MPI_Comm comm, MPI_Request *request) {
   flush_before_send(comm, dest, ProgressSlot::Engine);  // earlier sends of other mechanisms to dest go first
+  const PhaseTimer timed(Phase::Request);
   auto s = std::make_shared<DeferredSend>();
   MPI_Request outer = MPI_REQUEST_NULL;
   if (const int err = PMPI_Grequest_start(query_send, free_send, cancel_send, s.get(), &outer))

@@ -15,6 +15,7 @@
 #include "log.hpp"
 #include "node/node_share.hpp"
 #include "base/peers.hpp"
+#include "base/phases.hpp"
 #include "base/runtime.hpp"
 #include "base/stats.hpp"
 #include "base/validate.hpp"
@@ -28,6 +29,7 @@ std::atomic<int> g_method{-1};  // -1: TEMPI_METHOD
 // Device and managed memory are GPU data; pinned host memory is host memory the MPI
 // library reads itself.
 bool is_gpu_data(const void *buf) {
+  const PhaseTimer timed(Phase::PointerQuery);
   const MemorySpace s = gpu_backend().classify(buf);
   return s == MemorySpace::Device || s == MemorySpace::Managed;
 }
@@ -274,6 +276,7 @@ void keep(const DecisionKey &k, uint64_t hash, const Decision &d) {
 // library as they are, which checks them without touching the buffer.
 int decide(const void *buf, int count, MPI_Datatype type, int peer, bool receive, bool batched, bool may_zero_copy,
            MPI_Comm comm, const char *call, Decision &d) {
+  const PhaseTimer timed(Phase::Decide);
   if (!active() || count == 0 || peer == MPI_PROC_NULL || !is_gpu_data(buf)) return MPI_SUCCESS;
   // Generations are read before anything they guard (a type freed meanwhile makes a key no
   // entry matches later).
@@ -375,6 +378,7 @@ namespace {
 // Without device memory the one-shot method needs none; without pinned memory the
 // staged method copies to and from pageable memory.
 int acquire_staging(Transfer &t, int64_t bytes, MPI_Comm comm, const char *call, Scratch &out) {
+  const PhaseTimer timed(Phase::Staging);
   Backend &b = gpu_backend();
   if (t.method == Method::Device) {
     if (b.acquire(ScratchKind::Device, size_t(bytes), out) == Status::Ok) return MPI_SUCCESS;

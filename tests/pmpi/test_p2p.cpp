@@ -1016,3 +1016,62 @@ int main(int argc, char **argv) {
   MPI_Finalize();
   return worst;
 }
+
+// TEMPI_PHASE_TIMES=1 (the phase_times configuration): an exchange of GPU messages counts
+// each wrapper call, decision, staging and request once per call, and its completion's
+// phases once per completion call, with time in each (docs/using.md, "Phase times"). Without
+// it every phase counter stays 0.
+TEST_CASE("phase times count each call of an exchange", "[p2p][phases]") {
+  if (rank() > 1) return;
+  const int other = 1 - rank();
+  MPI_Datatype t;
+  MPI_Type_vector(4, 3, 7, MPI_INT, &t);
+  const Layout l{committed(t), 2};
+  constexpr int kMessages = 5;
+  std::vector<std::unique_ptr<Buf>> out, in;
+  for (int m = 0; m < kMessages; ++m) {
+    out.push_back(std::make_unique<Buf>(Where::Gpu, l.span()));
+    out.back()->upload(pattern(l.span(), unsigned(m + 1)));
+    in.push_back(std::make_unique<Buf>(Where::Gpu, l.span()));
+    in.back()->upload(std::vector<char>(l.span(), kPoison));
+  }
+  auto read = [](const char *name) {
+    unsigned long long v = 0;
+    REQUIRE(TEMPIX_Counter(name, &v) == MPI_SUCCESS);
+    return v;
+  };
+  const char *const names[] = {"phase.isend_calls", "phase.irecv_calls", "phase.decide_calls",
+                               "phase.staging_calls", "phase.request_calls", "phase.completion_calls",
+                               "phase.library_wait_calls", "phase.isend_ns", "phase.completion_ns"};
+  std::vector<unsigned long long> before;
+  for (const char *n : names) before.push_back(read(n));
+  std::vector<MPI_Request> reqs;
+  for (int m = 0; m < kMessages; ++m) {
+    reqs.emplace_back();
+    REQUIRE(MPI_Irecv(in[size_t(m)]->get(), l.count, l.type, other, m, MPI_COMM_WORLD, &reqs.back()) == MPI_SUCCESS);
+  }
+  for (int m = 0; m < kMessages; ++m) {
+    reqs.emplace_back();
+    REQUIRE(MPI_Isend(out[size_t(m)]->get(), l.count, l.type, other, m, MPI_COMM_WORLD, &reqs.back()) == MPI_SUCCESS);
+  }
+  REQUIRE(MPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+  for (int m = 0; m < kMessages; ++m)
+    CHECK(first_difference(in[size_t(m)]->download(), expected(l, l, unsigned(m + 1))) == "");
+  std::vector<unsigned long long> delta;
+  for (size_t k = 0; k < before.size(); ++k) delta.push_back(read(names[k]) - before[k]);
+  const char *on = std::getenv("TEMPI_PHASE_TIMES");
+  if (on && std::strcmp(on, "1") == 0) {
+    CHECK(delta[0] == kMessages);      // isend
+    CHECK(delta[1] == kMessages);      // irecv
+    CHECK(delta[2] == 2 * kMessages);  // decide: every send and receive
+    CHECK(delta[3] == 2 * kMessages);  // staging
+    CHECK(delta[4] == 2 * kMessages);  // request
+    CHECK(delta[5] == 1);              // completion: the one MPI_Waitall
+    CHECK(delta[6] == 1);              // the library's wait inside it
+    CHECK(delta[7] > 0);
+    CHECK(delta[8] > 0);
+  } else {
+    for (unsigned long long d : delta) CHECK(d == 0);
+  }
+  release(l);
+}

@@ -141,6 +141,10 @@ class FenceHooks {
   }
   // How many times this process waited for the GPU (all synchronizing calls).
   virtual uint64_t synchronizations() = 0;
+  // Fused launches whose descriptions went up to a device table (placed), and those that
+  // found the same table there already (reused); 0 where a backend keeps no tables.
+  virtual uint64_t tables_placed() { return 0; }
+  virtual uint64_t tables_reused() { return 0; }
   // Waits for the work the application left on the legacy default stream of the current
   // GPU (no wait, and not counted, when there is none). TEMPI's own streams follow that
   // work by themselves; another process's GPU reading this process's memory through IPC

@@ -16,6 +16,7 @@
 #include "config.hpp"
 #include "dispatch.hpp"
 #include "host_packer.hpp"
+#include "kernels.hpp"
 #include "ipc.hpp"
 #include "log.hpp"
 #include "open_launch.hpp"
@@ -175,6 +176,8 @@ class CudaBackend final : public Backend {
   void close_open() override { close_thread_open(current_device()); }
 
   uint64_t synchronizations() override { return synchronization_count(); }
+  uint64_t tables_placed() override { return fused_table_counts().placed; }
+  uint64_t tables_reused() override { return fused_table_counts().reused; }
 
   Status wait_default_stream() override {
     close_thread_open(current_device());  // work on the legacy stream may wait for it

@@ -874,6 +874,8 @@ struct Result {
   // Rank 0's parts of an exchange (medians): the 52 posting calls, MPI_Waitall, and
   // the GPU synchronizations TEMPI made per exchange.
   double post_us = 0, wait_us = 0, syncs = 0;
+  // Rank 0's fused launches per exchange whose device table was copied up, and reused.
+  double tables_placed = 0, tables_reused = 0;
   long long checked = 0, wrong = 0;
   // Over every exchange of the variant (warm-up, timed, verification), summed over ranks:
   // its sends, and those that went by zero-copy point-to-point (counter p2p.zero_copy_sends).
@@ -933,6 +935,7 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
   std::vector<double> local(static_cast<size_t>(iters)), worst(static_cast<size_t>(iters));
   std::vector<double> posts(static_cast<size_t>(iters)), waits(static_cast<size_t>(iters));
   const long long syncs_before = counter("gpu.synchronizations");
+  const long long placed_before = counter("gpu.tables_placed"), reused_before = counter("gpu.tables_reused");
   const long long made_before = counter("p2p.decisions_made"), recalled_before = counter("p2p.decisions_recalled");
   const std::vector<long long> phases_before = phase_counters();
   for (int i = 0; i < iters; ++i) {
@@ -944,6 +947,8 @@ Result measure(const Halo &h, Grid &g, const Variant &v, const Options &o, const
     waits[size_t(i)] = g_parts.wait_us;
   }
   res.syncs = iters ? double(counter("gpu.synchronizations") - syncs_before) / iters : 0;
+  res.tables_placed = iters ? double(counter("gpu.tables_placed") - placed_before) / iters : 0;
+  res.tables_reused = iters ? double(counter("gpu.tables_reused") - reused_before) / iters : 0;
   const long long made = counter("p2p.decisions_made") - made_before;
   const long long recalled = counter("p2p.decisions_recalled") - recalled_before;
   const std::vector<long long> phases_after = phase_counters();
@@ -1095,11 +1100,14 @@ void print_parts(const std::vector<Result> &results) {
   std::printf("\nParts of one exchange on rank 0 (medians): posting (the 52 calls, MPI_Startall, or the whole\n"
               "MPI_Neighbor_alltoallw; hand-fused: pack kernel and its posts; fused-nccl: pack launch and the\n"
               "NCCL group), MPI_Waitall (hand-fused: and unpack; fused-nccl: unpack launch and the stream\n"
-              "synchronization), TEMPI's GPU synchronizations\n");
-  std::printf("%-17s %12s %12s %14s\n", "variant", "post us", "waitall us", "syncs/exch");
+              "synchronization), TEMPI's GPU synchronizations, and its fused launches whose descriptions\n"
+              "were copied to a device table or found there from an earlier exchange\n");
+  std::printf("%-17s %12s %12s %14s %14s %14s\n", "variant", "post us", "waitall us", "syncs/exch", "tables new",
+              "tables reused");
   for (const Result &r : results)
     if (r.na.empty() && !r.failed)
-      std::printf("%-17s %12.1f %12.1f %14.1f\n", r.name.c_str(), r.post_us, r.wait_us, r.syncs);
+      std::printf("%-17s %12.1f %12.1f %14.1f %14.1f %14.1f\n", r.name.c_str(), r.post_us, r.wait_us, r.syncs,
+                  r.tables_placed, r.tables_reused);
   print_phases(results);
 }
 

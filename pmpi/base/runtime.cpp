@@ -116,9 +116,12 @@ void initialize() {
         find_profile(config().profile, this_machine(), [](const char *name) { return std::getenv(name); }));
     TEMPI_LOG(Info, "profile: %s", profile_summary().c_str());
   }
-  static constexpr CounterReader synchronizations{"gpu.synchronizations",
-                                                 [] { return gpu_backend().synchronizations(); }};
-  register_counters(&synchronizations, 1);
+  static constexpr CounterReader gpu_counters[] = {
+      {"gpu.synchronizations", [] { return gpu_backend().synchronizations(); }},
+      {"gpu.tables_placed", [] { return gpu_backend().tables_placed(); }},
+      {"gpu.tables_reused", [] { return gpu_backend().tables_reused(); }},
+  };
+  register_counters(gpu_counters, 3);
   check_fortran_bindings(rank);
   check_link(rank);
   stop_at_finalize_of_mpi();

@@ -13,6 +13,8 @@ namespace {
 // The table: every counter's name, declared once (docs/using.md, "Counters", says what each counts).
 constexpr const char *kTable[] = {
     "gpu.synchronizations",
+    "gpu.tables_placed",
+    "gpu.tables_reused",
     "p2p.decisions_made",
     "p2p.decisions_recalled",
     "p2p.zero_copy_sends",

@@ -14,7 +14,7 @@ class ZeroCopyPersistent;
 // The start of `op`, whose generalized request is `gated`: completed by zero_copy_progress
 // once op->finished_now().
 void track_start(std::shared_ptr<ZeroCopyPersistent> op, MPI_Request gated);
-// Hands `op`'s reads to the zero-copy thread, which calls op->advance() until it is done.
+// Hands `op`'s reads to the zero-copy thread, which calls op->try_advance() until they are done.
 void advance_on_thread(std::shared_ptr<ZeroCopyPersistent> op);
 
 }  // namespace tempi

@@ -2,7 +2,8 @@
 // "Persistent zero-copy"): what each start does for the pairs decided at init, the
 // generalized request the application waits for in its place, and the test of whether a
 // start finished. Nothing here waits for another process: the reads run on TEMPI's
-// zero-copy thread (zero_copy/progress.cpp), which calls advance().
+// zero-copy thread (zero_copy/progress.cpp) or on a thread of the application that gets there
+// first (try_advance).
 #include <atomic>
 
 #include "base/errors.hpp"
@@ -125,9 +126,20 @@ Status ZeroCopyPersistent::move() {
   return b.move_prepared(prepared_, fence_);
 }
 
+bool ZeroCopyPersistent::try_advance() {
+  if (advancing_.exchange(true, std::memory_order_acquire)) return false;
+  const bool done = advance();
+  advancing_.store(false, std::memory_order_release);
+  return done;
+}
+
 bool ZeroCopyPersistent::advance() {
+  // Done already (by another thread): the fields of the next start may be changing, so the
+  // phase is read before anything else (begin() sets it last).
+  const int phase = phase_.load(std::memory_order_acquire);
+  if (phase == 3 || phase == 0) return true;
   const uint64_t n = started_;
-  if (phase_.load(std::memory_order_acquire) == 1) {
+  if (phase == 1) {
     for (const auto &o : owners_)
       if (o.second < 0 ||
           node_->segments[size_t(o.first)]->flags[o.second].started.load(std::memory_order_acquire) < n)
@@ -176,7 +188,9 @@ int ZeroCopyPersistent::gate(MPI_Request library, MPI_Request *gated) {
     return raise_error(comm_, err, "%s: cannot make the start's request", call_);
   }
   track_start(shared_from_this(), *gated);
-  if (phase_.load(std::memory_order_acquire) == 1) advance_on_thread(shared_from_this());
+  // Peers that started already are read at once; otherwise the zero-copy thread waits for
+  // them, and a completion call of this rank moves the reads itself when it gets there first.
+  if (phase_.load(std::memory_order_acquire) == 1 && !try_advance()) advance_on_thread(shared_from_this());
   return MPI_SUCCESS;
 }
 

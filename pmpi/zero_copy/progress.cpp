@@ -23,7 +23,8 @@ namespace {
 
 // TEMPI's zero-copy thread: issues the reads of started persistent collectives once the
 // peers they read from have started the same instance, and tells those peers when the reads
-// are done. It never calls MPI; it exists so that no start waits for another process and
+// are done, unless a thread of the application got there first (try_advance: its MPI_Start
+// when the peers started before it, its completion calls while it waits). It never calls MPI; it exists so that no start waits for another process and
 // no peer's completion depends on whether this process is inside an MPI call.
 class ZeroCopyThread {
  public:
@@ -56,7 +57,8 @@ class ZeroCopyThread {
         work_.clear();
       }
       const size_t before = mine.size();
-      mine.erase(std::remove_if(mine.begin(), mine.end(), [](const auto &op) { return op->advance(); }), mine.end());
+      mine.erase(std::remove_if(mine.begin(), mine.end(), [](const auto &op) { return op->try_advance(); }),
+                 mine.end());
       // Peers start within microseconds in a tight loop, or much later: spin a little,
       // then yield, then sleep briefly, so that a waiting start costs no core.
       idle = mine.size() < before ? 0 : idle + 1;
@@ -101,7 +103,7 @@ void zero_copy_progress() {
   std::unique_lock<std::mutex> lock(g_flight_mutex, std::try_to_lock);
   if (!lock.owns_lock()) return;  // another thread is at it
   for (auto it = g_in_flight.begin(); it != g_in_flight.end();)
-    if (it->op->finished_now()) {
+    if (it->op->try_advance(), it->op->finished_now()) {
       PMPI_Grequest_complete(it->gated);
       it = g_in_flight.erase(it);
     } else {

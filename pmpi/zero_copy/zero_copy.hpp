@@ -168,8 +168,12 @@ class ZeroCopyPersistent : public std::enable_shared_from_this<ZeroCopyPersisten
   int gate(MPI_Request library, MPI_Request *gated);
   // Whether this start finished (tests the library's request; never waits).
   bool finished_now();
-  // The zero-copy thread's step: issues or checks this start's reads; true when done.
-  bool advance();
+  // One step of this start's reads, by whichever thread gets to it first: the application's
+  // MPI_Start (peers that started before it), its completion calls (a waiting thread moves
+  // its own reads rather than wait for another to be scheduled) or the zero-copy thread.
+  // Issues or checks the reads; true when they are done. False too while another thread is
+  // at it (it will finish them).
+  bool try_advance();
 
  private:
   friend class ZeroCopyCall;
@@ -181,6 +185,8 @@ class ZeroCopyPersistent : public std::enable_shared_from_this<ZeroCopyPersisten
   int follow_owners();
   // advance(): issues this start's moves, as prepared at an earlier start where it can.
   Status move();
+  // try_advance's step, by one thread at a time.
+  bool advance();
   const char *call_ = "";
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::shared_ptr<NodeShare> node_;
@@ -203,6 +209,7 @@ class ZeroCopyPersistent : public std::enable_shared_from_this<ZeroCopyPersisten
   bool library_done_ = false;
   int library_error_ = MPI_SUCCESS;
   std::atomic<int> phase_{0};                  // 0 idle, 1 reads wait for owners, 2 reads issued, 3 reads done
+  std::atomic<bool> advancing_{false};         // a thread is inside advance()
   Fence fence_;
   std::atomic<int> error_{MPI_SUCCESS};        // of the reads (set by the zero-copy thread)
   friend int gated_query(void *, MPI_Status *);

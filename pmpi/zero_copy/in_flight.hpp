@@ -15,6 +15,7 @@ class ZeroCopyPersistent;
 // once op->finished_now().
 void track_start(std::shared_ptr<ZeroCopyPersistent> op, MPI_Request gated);
 // Hands `op`'s reads to the zero-copy thread, which calls op->try_advance() until they are done.
-void advance_on_thread(std::shared_ptr<ZeroCopyPersistent> op);
+// The thread holds `op` weakly: track_start's list keeps it until it finished.
+void advance_on_thread(const std::shared_ptr<ZeroCopyPersistent> &op);
 
 }  // namespace tempi

@@ -28,11 +28,15 @@ namespace {
 // no peer's completion depends on whether this process is inside an MPI call.
 class ZeroCopyThread {
  public:
-  void add(std::shared_ptr<ZeroCopyPersistent> op) {
+  // The thread holds its starts weakly: one that a thread of the application finished meanwhile
+  // must not outlive its request on this list, since it holds mappings of its peers' buffers
+  // (a buffer freed and allocated again could not be mapped anew while the old mapping stays).
+  // A start in flight is held by the list that completes it (track_start) until it finished.
+  void add(const std::shared_ptr<ZeroCopyPersistent> &op) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-      work_.push_back(std::move(op));
+      work_.push_back(op);
     }
     wake_.notify_one();
   }
@@ -47,7 +51,7 @@ class ZeroCopyThread {
 
  private:
   void run() {
-    std::vector<std::shared_ptr<ZeroCopyPersistent>> mine;
+    std::vector<std::weak_ptr<ZeroCopyPersistent>> mine;
     for (unsigned idle = 0;;) {
       {
         std::unique_lock<std::mutex> lock(mutex_);
@@ -57,7 +61,11 @@ class ZeroCopyThread {
         work_.clear();
       }
       const size_t before = mine.size();
-      mine.erase(std::remove_if(mine.begin(), mine.end(), [](const auto &op) { return op->try_advance(); }),
+      mine.erase(std::remove_if(mine.begin(), mine.end(),
+                                [](const std::weak_ptr<ZeroCopyPersistent> &w) {
+                                  const std::shared_ptr<ZeroCopyPersistent> op = w.lock();
+                                  return !op || op->try_advance();
+                                }),
                  mine.end());
       // Peers start within microseconds in a tight loop, or much later: spin a little,
       // then yield, then sleep briefly, so that a waiting start costs no core.
@@ -68,7 +76,7 @@ class ZeroCopyThread {
   }
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::vector<std::shared_ptr<ZeroCopyPersistent>> work_;
+  std::vector<std::weak_ptr<ZeroCopyPersistent>> work_;
   std::thread thread_;
   bool stopping_ = false;
 };
@@ -95,7 +103,7 @@ void track_start(std::shared_ptr<ZeroCopyPersistent> op, MPI_Request gated) {
   g_in_flight_count = g_in_flight.size();
 }
 
-void advance_on_thread(std::shared_ptr<ZeroCopyPersistent> op) { zero_copy_thread().add(std::move(op)); }
+void advance_on_thread(const std::shared_ptr<ZeroCopyPersistent> &op) { zero_copy_thread().add(op); }
 
 void zero_copy_progress() {
   p2p_progress();

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "batches.hpp"
 #include "check.hpp"
 #include "dispatch.hpp"
+#include "phases.hpp"
 #include "resources.hpp"
 #include "waits.hpp"
 
@@ -61,11 +63,14 @@ Status issue_one(Backend &b, const MoveJob &j, bool to_packed, cudaStream_t stre
 // a 26-neighbour exchange of 3 variables); the staged method's copies are issued around
 // them (packed into one device area, then one copy per job to the host).
 Status issue_moves(Backend &b, const std::vector<MoveJob> &jobs, bool to_packed, Fence &done) {
+  std::optional<PhaseTimer> describing(std::in_place, Phase::Describe);
   cudaStream_t stream;
   TEMPI_TRY(thread_stream(stream));
   auto fence = std::make_shared<CudaFence>();
   fence->device = current_device();
   if (jobs.size() == 1) {
+    describing.reset();
+    const PhaseTimer launching(Phase::Launch);
     TEMPI_TRY(issue_one(b, jobs[0], to_packed, stream, *fence));
   } else {
     std::vector<FusedObject> fused;
@@ -105,6 +110,8 @@ Status issue_moves(Backend &b, const std::vector<MoveJob> &jobs, bool to_packed,
                                      cudaMemcpyHostToDevice, stream));
       }
     }
+    describing.reset();
+    const PhaseTimer launching(Phase::Launch);
     for (size_t k = 0; k < fused.size(); k += policy::kMaxFusedObjects)
       TEMPI_TRY(launch_fused(fused.data() + k, int(std::min<size_t>(policy::kMaxFusedObjects, fused.size() - k)),
                              to_packed, stream));
@@ -113,6 +120,8 @@ Status issue_moves(Backend &b, const std::vector<MoveJob> &jobs, bool to_packed,
         TEMPI_CUDA(cudaMemcpyAsync(staged[k]->packed, dev + staged_at[k], size_t(staged[k]->bytes),
                                    cudaMemcpyDeviceToHost, stream));
   }
+  describing.reset();
+  const PhaseTimer fencing(Phase::Fence);
   return record_fence(std::move(fence), stream, done);
 }
 

@@ -17,6 +17,7 @@
 #include "dispatch.hpp"
 #include "host_packer.hpp"
 #include "kernels.hpp"
+#include "phases.hpp"
 #include "ipc.hpp"
 #include "log.hpp"
 #include "open_launch.hpp"
@@ -153,6 +154,7 @@ class CudaBackend final : public Backend {
     count_synchronization();
     const CudaFence &fence = *static_cast<CudaFence *>(f.state.get());
     ::tempi::close_open(fence.open);
+    const PhaseTimer waiting(Phase::GpuWait);
     TEMPI_CUDA(cudaEventSynchronize(fence.event));
     return Status::Ok;
   }

@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "phases.hpp"
 #include "bench_header.hpp"
 #include "gpu_select.hpp"
 #include "p2p/messages.hpp"  // requested_method (restored after --methods)
@@ -888,10 +889,7 @@ struct Result {
 };
 
 // TEMPI's phases (docs/using.md, "Phase times"), in the order of its counters.
-const char *const kPhases[] = {"isend",      "irecv",     "decide", "pointer_query", "staging",
-                               "request",    "completion", "pack_launch", "pack_wait", "post",
-                               "library_wait", "unpack",  "finish_sends"};
-constexpr size_t kPhaseCount = sizeof(kPhases) / sizeof(kPhases[0]);
+constexpr size_t kPhaseCount = size_t(tempi::Phase::kCount);
 
 // TEMPI's counter `name` in this process (TEMPIX_Counter; 0 without TEMPI's counters).
 long long counter(const char *name) {
@@ -900,10 +898,10 @@ long long counter(const char *name) {
   return (long long)v;
 }
 
-// Every phase's time (ns) and calls, in kPhases' order.
+// Every phase's time (ns) and calls, in tempi::Phase's order.
 std::vector<long long> phase_counters() {
   std::vector<long long> v;
-  for (const char *p : kPhases) {
+  for (const char *p : tempi::kPhaseNames) {
     v.push_back(counter(("phase." + std::string(p) + "_ns").c_str()));
     v.push_back(counter(("phase." + std::string(p) + "_calls").c_str()));
   }
@@ -1071,25 +1069,31 @@ void print_header(const Halo &h, const Grid &g, const Options &o) {
               "slowest rank.\n\n");
 }
 
-// TEMPI's own phases per exchange on rank 0, where TEMPI_PHASE_TIMES=1 timed them: each
-// phase's mean time (us) and calls per timed exchange. Phases nest (docs/using.md, "Phase times").
+// TEMPI's own phases per exchange on rank 0, where TEMPI_PHASE_TIMES=1 timed them: a row per
+// phase that any variant went through, each variant's mean time (us) and calls per timed
+// exchange. Phases nest (docs/using.md, "Phase times").
 void print_phases(const std::vector<Result> &results) {
-  bool any = false;
-  for (const Result &r : results)
-    for (double c : r.phase_calls) any = any || c > 0;
-  if (!any) return;
-  std::printf("\nTEMPI's phases per exchange on rank 0 (TEMPI_PHASE_TIMES=1; mean us, and calls, per timed "
-              "exchange;\nnested phases are included in their parents: docs/using.md, \"Phase times\")\n");
-  std::printf("%-17s", "variant");
-  for (const char *p : kPhases) std::printf(" %13s", p);
-  std::printf("\n");
+  std::vector<const Result *> timed;
   for (const Result &r : results) {
-    if (!r.na.empty() || r.failed || r.phase_us.size() != kPhaseCount) continue;
-    std::printf("%-17s", r.name.c_str());
-    for (size_t k = 0; k < kPhaseCount; ++k) {
-      char cell[32];
-      std::snprintf(cell, sizeof cell, "%.1f/%.0f", r.phase_us[k], r.phase_calls[k]);
-      std::printf(" %13s", cell);
+    bool any = false;
+    for (double c : r.phase_calls) any = any || c > 0;
+    if (r.na.empty() && !r.failed && any) timed.push_back(&r);
+  }
+  if (timed.empty()) return;
+  std::printf("\nTEMPI's phases per exchange on rank 0 (TEMPI_PHASE_TIMES=1): mean us / calls per timed exchange;\n"
+              "nested phases are included in their parents (docs/using.md, \"Phase times\")\n");
+  std::printf("%-17s", "phase");
+  for (const Result *r : timed) std::printf(" %20s", r->name.c_str());
+  std::printf("\n");
+  for (size_t k = 0; k < kPhaseCount; ++k) {
+    bool any = false;
+    for (const Result *r : timed) any = any || r->phase_calls[k] > 0;
+    if (!any) continue;
+    std::printf("%-17s", tempi::kPhaseNames[k]);
+    for (const Result *r : timed) {
+      char cell[48];
+      std::snprintf(cell, sizeof cell, "%.1f / %.1f", r->phase_us[k], r->phase_calls[k]);
+      std::printf(" %20s", cell);
     }
     std::printf("\n");
   }

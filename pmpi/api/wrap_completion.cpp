@@ -26,7 +26,7 @@
 
 #include "base/errors.hpp"
 #include "base/forward.hpp"
-#include "base/phases.hpp"
+#include "phases.hpp"
 #include "base/progress.hpp"
 #include "base/runtime.hpp"
 #include "base/validate.hpp"

@@ -8,7 +8,7 @@
 #include "p2p/engine.hpp"
 #include "base/errors.hpp"
 #include "base/forward.hpp"
-#include "base/phases.hpp"
+#include "phases.hpp"
 #include "p2p/messages.hpp"
 #include "p2p/requests.hpp"
 #include "config.hpp"

@@ -12,6 +12,7 @@
 #include "base/forward.hpp"
 #include "base/gpu_sharing.hpp"
 #include "base/progress.hpp"
+#include "base/phase_counters.hpp"
 #include "base/stats.hpp"
 #include "log.hpp"
 #include "profile.hpp"
@@ -122,6 +123,7 @@ void initialize() {
       {"gpu.tables_reused", [] { return gpu_backend().tables_reused(); }},
   };
   register_counters(gpu_counters, 3);
+  register_phase_counters();
   check_fortran_bindings(rank);
   check_link(rank);
   stop_at_finalize_of_mpi();

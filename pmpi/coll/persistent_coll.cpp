@@ -10,6 +10,7 @@
 #include "base/validate.hpp"
 #include "coll/topology.hpp"
 #include "p2p/persistent.hpp"
+#include "phases.hpp"
 #include "zero_copy/zero_copy.hpp"
 
 namespace tempi {
@@ -39,7 +40,11 @@ class Starts final : public CollectiveStart {
     // wait for a request that covers those moves and the library's call.
     if (const int err = zero_copy_->begin()) return err;
     MPI_Request issued = MPI_REQUEST_NULL;
-    if (const int err = restart_(&issued)) return err;
+    {
+      const PhaseTimer timed(Phase::LibraryStart);
+      if (const int err = restart_(&issued)) return err;
+    }
+    const PhaseTimer gating(Phase::ZeroCopyGate);
     return zero_copy_->gate(issued, library);
   }
 

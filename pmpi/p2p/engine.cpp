@@ -5,7 +5,7 @@
 #include "base/errors.hpp"
 #include "backend.hpp"
 #include "base/forward.hpp"
-#include "base/phases.hpp"
+#include "phases.hpp"
 #include "log.hpp"
 #include "p2p/requests.hpp"
 

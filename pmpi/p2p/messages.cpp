@@ -15,7 +15,7 @@
 #include "log.hpp"
 #include "node/node_share.hpp"
 #include "base/peers.hpp"
-#include "base/phases.hpp"
+#include "phases.hpp"
 #include "base/runtime.hpp"
 #include "base/stats.hpp"
 #include "base/validate.hpp"

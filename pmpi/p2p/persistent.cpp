@@ -13,6 +13,7 @@
 #include "p2p/local_work.hpp"
 #include "p2p/requests.hpp"
 #include "base/runtime.hpp"
+#include "phases.hpp"
 
 namespace tempi {
 
@@ -129,6 +130,7 @@ int prepare(std::vector<Starting> &ours) {
 int persistent_start(int count, MPI_Request reqs[], bool all) {
   auto next = [&] { return all ? TEMPI_NEXT(MPI_Startall)(count, reqs) : TEMPI_NEXT(MPI_Start)(reqs); };
   if (!active()) return next();
+  const PhaseTimer timed(Phase::Start);
   engine().poll();
   std::vector<Starting> ours;
   if (!requests().empty() && count > 0 && reqs)

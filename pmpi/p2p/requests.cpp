@@ -6,33 +6,44 @@
 
 namespace tempi {
 
+// Entries taken out leave their slot (an empty one) in the map: the MPI library hands out
+// the same request handles again and again (a halo exchange's 52 every step), so the next
+// add finds its slot and allocates nothing. Empty slots are swept once they outnumber the
+// live entries by far.
+constexpr size_t kSweepSlots = 4096;
+
 void RequestTable::add(MPI_Request req, std::unique_ptr<Pending> p) {
+  if (!p) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  live_[req] = std::move(p);
-  size_.store(live_.size() + detached_.size(), std::memory_order_release);
+  std::unique_ptr<Pending> &slot = live_[req];
+  if (!slot) ++live_count_;
+  slot = std::move(p);
+  size_.store(live_count_ + detached_.size(), std::memory_order_release);
 }
 
 std::unique_ptr<Pending> RequestTable::take(MPI_Request req) {
   if (req == MPI_REQUEST_NULL || empty()) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = live_.find(req);
-  if (it == live_.end()) return nullptr;
+  if (it == live_.end() || !it->second) return nullptr;
   std::unique_ptr<Pending> p = std::move(it->second);
-  live_.erase(it);
-  size_.store(live_.size() + detached_.size(), std::memory_order_release);
+  --live_count_;
+  if (live_.size() > kSweepSlots && live_.size() > 4 * live_count_)
+    for (auto i = live_.begin(); i != live_.end();) i = i->second ? std::next(i) : live_.erase(i);
+  size_.store(live_count_ + detached_.size(), std::memory_order_release);
   return p;
 }
 
 void RequestTable::detach(MPI_Request req, std::unique_ptr<Pending> p) {
   std::lock_guard<std::mutex> lock(mutex_);
   detached_.emplace_back(req, std::move(p));
-  size_.store(live_.size() + detached_.size(), std::memory_order_release);
+  size_.store(live_count_ + detached_.size(), std::memory_order_release);
 }
 
 bool RequestTable::any_receive(const std::function<bool(const Incoming &)> &pred) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto &[req, p] : live_)
-    if (p->in.comm != MPI_COMM_NULL && pred(p->in)) return true;
+    if (p && p->in.comm != MPI_COMM_NULL && pred(p->in)) return true;
   for (const auto &[req, p] : detached_)
     if (p->in.comm != MPI_COMM_NULL && pred(p->in)) return true;
   return false;
@@ -66,7 +77,7 @@ void RequestTable::progress_detached() {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto &e : still) detached_.push_back(std::move(e));
-  size_.store(live_.size() + detached_.size(), std::memory_order_release);
+  size_.store(live_count_ + detached_.size(), std::memory_order_release);
 }
 
 void RequestTable::drain_detached() {
@@ -74,7 +85,7 @@ void RequestTable::drain_detached() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     mine.swap(detached_);
-    size_.store(live_.size(), std::memory_order_release);
+    size_.store(live_count_, std::memory_order_release);
   }
   flush_sends();
   for (auto &[req, p] : mine) {

@@ -84,9 +84,10 @@ class RequestTable {
 
  private:
   std::mutex mutex_;
-  std::unordered_map<MPI_Request, std::unique_ptr<Pending>> live_;
+  std::unordered_map<MPI_Request, std::unique_ptr<Pending>> live_;  // empty slots too (requests.cpp)
+  size_t live_count_ = 0;                                           // the slots that hold an entry
   std::vector<std::pair<MPI_Request, std::unique_ptr<Pending>>> detached_;
-  std::atomic<size_t> size_{0};  // live_ plus detached_
+  std::atomic<size_t> size_{0};  // live entries plus detached_
 };
 
 RequestTable &requests();

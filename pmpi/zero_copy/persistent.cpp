@@ -11,6 +11,7 @@
 #include "backend.hpp"
 #include "log.hpp"
 #include "node/share.hpp"
+#include "phases.hpp"
 #include "zero_copy/counters.hpp"
 #include "zero_copy/in_flight.hpp"
 #include "zero_copy/moves.hpp"
@@ -54,6 +55,7 @@ bool ZeroCopyPersistent::publish_send_buffer() {
 }
 
 int ZeroCopyPersistent::begin() {
+  const PhaseTimer timed(Phase::ZeroCopyBegin);
   const uint64_t n = ++started_;
   library_ = MPI_REQUEST_NULL;
   library_done_ = false;
@@ -64,6 +66,7 @@ int ZeroCopyPersistent::begin() {
     // Peers read the send buffer from now on: the application's work on the legacy default
     // stream that fills it must be finished (see zero_copy/negotiate.cpp, write_slot).
     const OnDevice on_it(send_device_);
+    const PhaseTimer waiting(Phase::DefaultStream);
     if (const Status st = gpu_backend().wait_default_stream(); st != Status::Ok)
       error_ = raise_error(comm_, MPI_ERR_INTERN, "%s: waiting for the GPU's default stream failed: %s", call_,
                            to_string(st));

@@ -1,7 +1,9 @@
 // Where TEMPI's own time goes in a call (docs/using.md, "Phase times"). With
-// TEMPI_PHASE_TIMES=1 each phase below adds its wall time and a count to counters of the
-// stats table (phase.<name>_ns, phase.<name>_calls), which tools read through
-// TEMPIX_Counter and divide by their exchanges; tools/tempi_halo prints them per exchange.
+// TEMPI_PHASE_TIMES=1 each phase below adds its wall time and a count to totals that the MPI
+// layer shows as counters of its stats table (phase.<name>_ns, phase.<name>_calls;
+// pmpi/base/phase_counters.cpp), which tools read through TEMPIX_Counter and divide by their
+// exchanges; tools/tempi_halo prints them per exchange. Here, in core/, so that the backends
+// time their own steps too.
 // Off (the default) a phase costs one predictable branch. Phases nest: each counts its own
 // wall time, inner phases included, so a parent's time minus its children's is what the
 // parent did itself.
@@ -26,12 +28,27 @@ enum class Phase : int {
   LibraryWait,   // the MPI library's own completion call inside TEMPI's
   Unpack,        // received messages moved into the user's buffers, launches and waits
   FinishSends,   // completed deferred sends' generalized requests completed and freed
+  Start,         // MPI_Start or MPI_Startall on TEMPI's persistent requests, whole
+  ZeroCopyBegin, // a persistent zero-copy start published (the default stream waited for)
+  DefaultStream, // waiting for the application's legacy default stream before peers read
+  LibraryStart,  // a persistent collective's library call issued at its start
+  ZeroCopyGate,  // a persistent zero-copy start's request made, its reads tried at once
+  Describe,      // a GPU batch: the backend's descriptions of its jobs, before the launch
+  Launch,        // a GPU batch: its fused kernel launched (its device table placed or found)
+  Fence,         // a GPU batch: the event that ends it recorded
+  GpuWait,       // the backend waiting for a batch's event
   kCount
 };
+
+// Each phase's name in the counters (phase.<name>_ns), in Phase's order.
+extern const char *const kPhaseNames[int(Phase::kCount)];
 
 // Whether TEMPI_PHASE_TIMES is on (read once).
 bool phase_times_on();
 void add_phase(Phase p, uint64_t ns);
+// The totals so far: nanoseconds and timed scopes of phase `p`.
+uint64_t phase_ns(Phase p);
+uint64_t phase_calls(Phase p);
 
 inline uint64_t phase_clock_ns() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -154,11 +154,13 @@ int exchange(const Exchange &x) {
     if (const int err = wire_side(x, op->send, op->swire, *op, peers.room, s)) return err;
     if (const int err = wire_side(x, op->recv, op->rwire, *op, peers.room, r)) return err;
   }
-  // 7. library: unless the call is blocking and no rank of the communicator gives the
-  // library any data (ZeroCopyCall::library_needed).
+  // 7. library: unless the call is blocking or a persistent init and no rank of the
+  // communicator gives the library any data (ZeroCopyCall::library_needed): then a persistent
+  // init keeps no library call, and its starts make none (coll/persistent_coll.cpp).
   const bool carries = (!peers.in_place && any_count(s.counts, peers.dests)) || any_count(r.counts, peers.sources);
+  const bool nonblocking = x.how.request && !x.how.persistent;
   int err = MPI_SUCCESS;
-  if (x.how.request || zc.library_needed(carries)) err = library_call(x, s, r);
+  if (nonblocking || zc.library_needed(carries)) err = library_call(x, s, r);
   err = ours ? conclude(op, err, x.how) : untouched(op, err, x.how);  // 8. conclude
   return zc.finish(err);  // 9. finish
 }

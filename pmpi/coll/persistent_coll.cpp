@@ -35,22 +35,45 @@ class Starts final : public CollectiveStart {
 
   int start(MPI_Request *library) override {
     if (const int err = start_collective(*op_)) return err;
-    if (!zero_copy_) return restart_(library);
+    if (!zero_copy_) return library_start(library, true);
     // Zero-copy pairs: peers may read from here on; the application's completion calls
     // wait for a request that covers those moves and the library's call.
     if (const int err = zero_copy_->begin()) return err;
     MPI_Request issued = MPI_REQUEST_NULL;
     {
       const PhaseTimer timed(Phase::LibraryStart);
-      if (const int err = restart_(&issued)) return err;
+      if (const int err = library_start(&issued, false)) return err;
     }
     const PhaseTimer gating(Phase::ZeroCopyGate);
     return zero_copy_->gate(issued, library);
   }
 
  private:
+  // The library's part of a start: none where no rank gives it data (the init's library
+  // round agreed on that at every rank: coll/exchange.cpp, step 7). Completion calls then
+  // wait for the zero-copy gate's request or, without zero-copy moves here either
+  // (`complete`), for a request that is complete already: an active request's completion must
+  // be reported by the call that finds it (MPI_Waitany), which the null request is not.
+  int library_start(MPI_Request *library, bool complete) {
+    if (restart_) return restart_(library);
+    *library = MPI_REQUEST_NULL;
+    if (!complete) return MPI_SUCCESS;
+    if (const int err = PMPI_Grequest_start(empty_status, no_free, no_cancel, nullptr, library))
+      return raise_error(op_->comm, err, "%s: cannot make the start's request", op_->call);
+    return PMPI_Grequest_complete(*library);
+  }
+  static int empty_status(void *, MPI_Status *status) {
+    PMPI_Status_set_elements(status, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+  }
+  static int no_free(void *) { return MPI_SUCCESS; }
+  static int no_cancel(void *, int) { return MPI_SUCCESS; }
+
   std::shared_ptr<CollectiveOp> op_;
-  std::function<int(MPI_Request *)> restart_;       // the library's nonblocking call on the staging
+  std::function<int(MPI_Request *)> restart_;       // the library's nonblocking call on the staging (or none)
   std::shared_ptr<ZeroCopyPersistent> zero_copy_;  // the zero-copy pairs every start moves (or null)
   std::shared_ptr<HeldHandles> held_;               // the handles `restart_` names
 };

@@ -13,8 +13,11 @@
 
 namespace tempi {
 
+// A blocking call, and a persistent init (whose starts then skip the library's call where
+// no rank gives it data: the counts are the init's at every start), on a communicator that
+// lies on this node. A nonblocking call takes no part in zero-copy.
 bool ZeroCopyCall::library_round() const {
-  return started_ && blocking_ && node_->segments.size() == node_->node_of.size();
+  return started_ && node_->segments.size() == node_->node_of.size();
 }
 
 bool ZeroCopyCall::library_needed(bool carries) {
@@ -49,7 +52,7 @@ bool ZeroCopyCall::tell_library(uint32_t mine_says) {
                            call_, failed);
     return false;
   }
-  if (!any) zero_copy_counters().library_skipped.fetch_add(1, std::memory_order_relaxed);
+  if (!any && blocking_) zero_copy_counters().library_skipped.fetch_add(1, std::memory_order_relaxed);
   return any;
 }
 

@@ -1,5 +1,5 @@
 // The interface between the MPI layer and the GPU: Backend joins the hook groups that a
-// backend implements (backend_hooks.hpp: device, ranges, moves, fences, memory, IPC) and
+// backend implements (backend_hooks.hpp: device, ranges, moves, fences, memory, IPC, application streams) and
 // adds the pipelines written once above them (pipelines.cpp). cuda/ implements the hooks;
 // with CUDA disabled at build time stub_backend.cpp does, reporting no GPU, so no code
 // outside cuda/ needs to know whether CUDA exists.
@@ -16,7 +16,8 @@ class Backend : public DeviceHooks,
                 public MoveHooks,
                 public FenceHooks,
                 public MemoryHooks,
-                public IpcHooks {
+                public IpcHooks,
+                public StreamHooks {
  public:
   virtual ~Backend() = default;
 

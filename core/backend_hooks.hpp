@@ -1,6 +1,7 @@
 // What a GPU backend implements, grouped by purpose (as yaksa groups its GPU driver's hooks):
 // the device and its pointers, ranged pack/unpack, batched asynchronous moves, fences and
-// streams, memory, and IPC. Each group is a small abstract class; Backend (backend.hpp)
+// streams, memory, IPC, and work on the application's streams. Each group is a small
+// abstract class; Backend (backend.hpp)
 // joins them and writes the pipelines (staged, one-shot, accessible) once above them
 // (pipelines.cpp), so a backend implements only the narrow steps: cuda/ with kernels and
 // streams, tests/support/emulated_backend.cpp with the host packer, stub_backend.cpp with
@@ -200,6 +201,45 @@ class MemoryHooks {
 
  protected:
   ~MemoryHooks() = default;
+};
+
+// Work ordered on an application's own stream (the TEMPIX_ enqueue calls, docs/design.md
+// "Stream-ordered communication"). `stream` is the application's handle (a cudaStream_t;
+// the emulated backend's own handle on CI). Every hook queues its work on that stream and
+// returns without waiting; the stream runs it in its order, after the work queued there
+// before. A backend without streams (the stub) refuses them all.
+class StreamHooks {
+ public:
+  // The GPU the stream belongs to (-1: not a stream this backend knows).
+  virtual int stream_device(void *stream) {
+    (void)stream;
+    return -1;
+  }
+  // Whether the stream is being captured into a graph now.
+  virtual Status stream_capturing(void *stream, bool &capturing) {
+    (void)stream;
+    capturing = false;
+    return Status::Unsupported;
+  }
+  // The moves of `jobs` (typed GPU memory of the stream's device, packed pinned host memory
+  // that the GPU maps) queued on the stream; small strided objects share one launch.
+  virtual Status stream_moves(void *stream, const std::vector<MoveJob> &jobs, bool to_packed) {
+    (void)stream, (void)jobs, (void)to_packed;
+    return Status::Unsupported;
+  }
+  // The stream writes `value` into each word (pinned host memory), after the work before
+  // it and the memory it wrote; and waits until each word holds `value`.
+  virtual Status stream_write(void *stream, const std::vector<uint32_t *> &words, uint32_t value) {
+    (void)stream, (void)words, (void)value;
+    return Status::Unsupported;
+  }
+  virtual Status stream_wait(void *stream, const std::vector<uint32_t *> &words, uint32_t value) {
+    (void)stream, (void)words, (void)value;
+    return Status::Unsupported;
+  }
+
+ protected:
+  ~StreamHooks() = default;
 };
 
 // Zero-copy between processes of one node (docs/design.md, "Zero-copy collectives").

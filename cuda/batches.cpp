@@ -55,23 +55,17 @@ Status issue_one(Backend &b, const MoveJob &j, bool to_packed, cudaStream_t stre
   }
 }
 
-}  // namespace
-
-// Issues the jobs on this thread's stream and records the fence after them. Small
+// Issues the jobs on `stream`, adding the device temporaries they use to `fence`. Small
 // strided objects share fused launches, and so do contiguous runs up to policy::kOpenMaxBytes (a
 // halo's corners and x-edges: a copy each cost about 4 us a call, 36 of them 150 us of
 // a 26-neighbour exchange of 3 variables); the staged method's copies are issued around
 // them (packed into one device area, then one copy per job to the host).
-Status issue_moves(Backend &b, const std::vector<MoveJob> &jobs, bool to_packed, Fence &done) {
+Status issue_on(Backend &b, const std::vector<MoveJob> &jobs, bool to_packed, cudaStream_t stream, CudaFence &fence) {
   std::optional<PhaseTimer> describing(std::in_place, Phase::Describe);
-  cudaStream_t stream;
-  TEMPI_TRY(thread_stream(stream));
-  auto fence = std::make_shared<CudaFence>();
-  fence->device = current_device();
   if (jobs.size() == 1) {
     describing.reset();
     const PhaseTimer launching(Phase::Launch);
-    TEMPI_TRY(issue_one(b, jobs[0], to_packed, stream, *fence));
+    TEMPI_TRY(issue_one(b, jobs[0], to_packed, stream, fence));
   } else {
     std::vector<FusedObject> fused;
     std::vector<const MoveJob *> staged;  // fused jobs of the staged method
@@ -86,7 +80,7 @@ Status issue_moves(Backend &b, const std::vector<MoveJob> &jobs, bool to_packed,
       const bool copy_engine =
           j.plan->contiguous() && (!shares_launch(j.bytes) || j.transfer.method == Method::Staged);
       if (copy_engine || !whole || !describe_fused(j, j.packed, o) || runs_alone(o)) {
-        TEMPI_TRY(issue_one(b, j, to_packed, stream, *fence));
+        TEMPI_TRY(issue_one(b, j, to_packed, stream, fence));
         continue;
       }
       if (j.transfer.method == Method::Staged) {
@@ -102,7 +96,7 @@ Status issue_moves(Backend &b, const std::vector<MoveJob> &jobs, bool to_packed,
       auto lease = std::make_shared<BufferPool::Lease>();
       TEMPI_TRY(device_pool().acquire(area, *lease));
       dev = static_cast<char *>(lease->get());
-      fence->temps.push_back(std::move(lease));
+      fence.temps.push_back(std::move(lease));
       for (size_t k = 0; k < staged.size(); ++k) {
         fused[staged_object[k]].packed = dev + staged_at[k];
         if (!to_packed)
@@ -120,9 +114,28 @@ Status issue_moves(Backend &b, const std::vector<MoveJob> &jobs, bool to_packed,
         TEMPI_CUDA(cudaMemcpyAsync(staged[k]->packed, dev + staged_at[k], size_t(staged[k]->bytes),
                                    cudaMemcpyDeviceToHost, stream));
   }
-  describing.reset();
+  return Status::Ok;
+}
+
+}  // namespace
+
+Status issue_moves(Backend &b, const std::vector<MoveJob> &jobs, bool to_packed, Fence &done) {
+  cudaStream_t stream;
+  TEMPI_TRY(thread_stream(stream));
+  auto fence = std::make_shared<CudaFence>();
+  fence->device = current_device();
+  TEMPI_TRY(issue_on(b, jobs, to_packed, stream, *fence));
   const PhaseTimer fencing(Phase::Fence);
   return record_fence(std::move(fence), stream, done);
+}
+
+// On the application's stream nothing is fenced: the jobs' packed sides are mapped pinned
+// memory (the one-shot method), so no device temporary has to outlive the call.
+Status issue_moves_on(Backend &b, const std::vector<MoveJob> &jobs, bool to_packed, cudaStream_t stream) {
+  CudaFence unused;
+  for (const MoveJob &j : jobs)
+    if (j.transfer.method == Method::Staged) return Status::Unsupported;
+  return issue_on(b, jobs, to_packed, stream, unused);
 }
 
 }  // namespace tempi

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "app_streams.hpp"
 #include "batches.hpp"
 #include "check.hpp"
 #include "config.hpp"
@@ -298,6 +299,22 @@ class CudaBackend final : public Backend {
   bool ipc_peer_access(const std::string &device) override { return has_gpu() && ipc_reaches(device); }
 
   void remember_pointers(bool on) override { ::tempi::remember_pointers(on); }
+
+  int stream_device(void *stream) override {
+    return has_gpu() ? app_stream_device(static_cast<cudaStream_t>(stream)) : -1;
+  }
+  Status stream_capturing(void *stream, bool &capturing) override {
+    return app_stream_capturing(static_cast<cudaStream_t>(stream), capturing);
+  }
+  Status stream_moves(void *stream, const std::vector<MoveJob> &jobs, bool to_packed) override {
+    return app_stream_moves(*this, static_cast<cudaStream_t>(stream), jobs, to_packed);
+  }
+  Status stream_write(void *stream, const std::vector<uint32_t *> &words, uint32_t value) override {
+    return app_stream_write(static_cast<cudaStream_t>(stream), words, value);
+  }
+  Status stream_wait(void *stream, const std::vector<uint32_t *> &words, uint32_t value) override {
+    return app_stream_wait(static_cast<cudaStream_t>(stream), words, value);
+  }
 
  private:
   static Status lane_stream(Lane lane, cudaStream_t &out) {

@@ -67,9 +67,15 @@ Status add_table(Tables &t, cudaStream_t stream, int device) {
   return Status::Unsupported;
 }
 
+thread_local bool t_parameter_only = false;
+
 }  // namespace
 
+ParameterOnly::ParameterOnly() : before_(t_parameter_only) { t_parameter_only = true; }
+ParameterOnly::~ParameterOnly() { t_parameter_only = before_; }
+
 Status place_table(const void *host, size_t bytes, cudaStream_t stream, const void *&out) {
+  if (t_parameter_only) return Status::Unsupported;
   thread_local Tables t;
   std::vector<Table> &tables = t.all;
   uint64_t &clock = t.clock;

@@ -49,6 +49,20 @@ struct FusedTableCounts {
   uint64_t placed = 0, reused = 0;
 };
 FusedTableCounts fused_table_counts();
+// For the life of a scope, the calling thread's fused launches carry their descriptions in
+// the launch's parameter, never in a kept table: the launches on an application's stream
+// (the enqueue calls), which may be destroyed while a table keyed by it lives on, or be
+// captured into a graph, whose replays would copy whatever a table's shadow holds then.
+class ParameterOnly {
+ public:
+  ParameterOnly();
+  ~ParameterOnly();
+  ParameterOnly(const ParameterOnly &) = delete;
+  ParameterOnly &operator=(const ParameterOnly &) = delete;
+
+ private:
+  bool before_;
+};
 
 // An open launch (docs/design.md, "Open launches"): one kernel, launched once, that moves
 // the objects the host describes to it while it runs, so that a run of MPI_Pack or

@@ -37,6 +37,31 @@ int TEMPIX_Comm_enable_zero_copy(MPI_Comm comm, int enable, int *enabled);
  * MPI_SUCCESS, or MPI_ERR_ARG (and *value 0) for a name TEMPI does not keep. */
 int TEMPIX_Counter(const char *name, unsigned long long *value);
 
+/* Communication ordered on a CUDA stream (docs/using.md, "Stream-ordered communication"),
+ * with the arguments and meaning of MPICH's MPIX_ stream calls; tempi_mpix.h maps those
+ * names to these where the MPI library has none. A stream object names a cudaStream_t: an
+ * info object with "type" "cudaStream_t" and "value" set by TEMPIX_Info_set_hex(info,
+ * "value", &stream, sizeof stream). A communicator bound to it by TEMPIX_Stream_comm_create
+ * takes the enqueue calls: each returns at once, and its operation happens when the stream
+ * reaches it, ordered with the work queued there before and after. The library must run
+ * under MPI_THREAD_MULTIPLE. */
+typedef struct TEMPIX_Stream_s *TEMPIX_Stream;
+#define TEMPIX_STREAM_NULL ((TEMPIX_Stream)0)
+
+int TEMPIX_Info_set_hex(MPI_Info info, const char *key, const void *value, int value_size);
+int TEMPIX_Stream_create(MPI_Info info, TEMPIX_Stream *stream);
+int TEMPIX_Stream_free(TEMPIX_Stream *stream);
+int TEMPIX_Stream_comm_create(MPI_Comm comm, TEMPIX_Stream stream, MPI_Comm *newcomm);
+int TEMPIX_Send_enqueue(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int TEMPIX_Recv_enqueue(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                        MPI_Status *status);
+int TEMPIX_Isend_enqueue(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                         MPI_Request *request);
+int TEMPIX_Irecv_enqueue(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                         MPI_Request *request);
+int TEMPIX_Wait_enqueue(MPI_Request *request, MPI_Status *status);
+int TEMPIX_Waitall_enqueue(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
 #include "p2p/engine.hpp"
 #include "base/forward.hpp"
 #include "base/peers.hpp"
+#include "stream/streams.hpp"
 #include "zero_copy/zero_copy_p2p.hpp"
 
 using namespace tempi;
@@ -81,6 +82,7 @@ int TEMPI_WRAPPER(MPI_Comm_create)(MPI_Comm comm, MPI_Group group, MPI_Comm *new
 // handle is forgotten (the library may give it to the next communicator it makes).
 int TEMPI_WRAPPER(MPI_Comm_free)(MPI_Comm *comm) {
   flush_sends();
+  if (comm) streams::comm_freeing(*comm);  // a stream's operations on it go to the library first
   comm_freed();  // before, and after: the handle may come back as soon as the library let it go
   const int err = TEMPI_NEXT(MPI_Comm_free)(comm);
   comm_freed();

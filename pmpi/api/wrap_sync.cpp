@@ -8,6 +8,7 @@
 #include "base/forward.hpp"
 #include "log.hpp"
 #include "base/peers.hpp"
+#include "stream/streams.hpp"
 
 using namespace tempi;
 
@@ -25,6 +26,7 @@ int TEMPI_WRAPPER(MPI_Comm_create_group)(MPI_Comm comm, MPI_Group group, int tag
 
 int TEMPI_WRAPPER(MPI_Comm_disconnect)(MPI_Comm *comm) {
   flush_sends();
+  if (comm) streams::comm_freeing(*comm);
   comm_freed();  // before and after, as MPI_Comm_free (wrap_progress.cpp)
   const int err = TEMPI_NEXT(MPI_Comm_disconnect)(comm);
   comm_freed();

@@ -22,6 +22,7 @@ enum class ProgressSlot {
   Detached,              // requests freed with MPI_Request_free while active
   ZeroCopyCollectives,   // persistent zero-copy collectives' starts
   ZeroCopyP2p,           // zero-copy point-to-point messages and their queued control messages
+  Streams,               // stream-ordered operations whose starts a stream holds back (pmpi/stream)
   Count
 };
 

@@ -48,6 +48,7 @@
 #include "backend.hpp"
 #include "config.hpp"
 #include "emulated_faults.hpp"
+#include "emulated_streams.hpp"
 #include "host_packer.hpp"
 #include "paired_runs.hpp"
 
@@ -553,6 +554,23 @@ class EmulatedBackend final : public Backend {
   }
   void ipc_close(void *base) override { release(base); }
   bool ipc_peer_access(const std::string &device) override { return device == device_id(); }
+
+  // The application's streams: threads of their own (emulated_streams.cpp).
+  int stream_device(void *stream) override { return emulated_stream_known(stream) ? 0 : -1; }
+  Status stream_capturing(void *, bool &capturing) override {
+    capturing = false;
+    return Status::Ok;
+  }
+  Status stream_moves(void *stream, const std::vector<MoveJob> &jobs, bool to_packed) override {
+    if (!jobs.empty() && injected(EmulatedFault::Launch)) return Status::GpuError;
+    return emulated_stream_moves(stream, jobs, to_packed);
+  }
+  Status stream_write(void *stream, const std::vector<uint32_t *> &words, uint32_t value) override {
+    return emulated_stream_write(stream, words, value);
+  }
+  Status stream_wait(void *stream, const std::vector<uint32_t *> &words, uint32_t value) override {
+    return emulated_stream_wait(stream, words, value);
+  }
 
   MemoryUse memory_use() override {
     std::lock_guard<std::mutex> lock(mutex_);

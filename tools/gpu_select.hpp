@@ -31,9 +31,12 @@ inline void select_gpu_before_mpi_init(int limit = 0) {
 
 // main() of a tool that moves GPU buffers: this rank's GPU chosen before MPI_Init (as
 // select_gpu_before_mpi_init), then run(argc, argv) between MPI_Init and MPI_Finalize.
-inline int run_with_mpi(int argc, char **argv, int (*run)(int, char **), int gpu_limit = 0) {
+// `thread_level` >= 0: MPI starts with MPI_Init_thread at that level.
+inline int run_with_mpi(int argc, char **argv, int (*run)(int, char **), int gpu_limit = 0, int thread_level = -1) {
   select_gpu_before_mpi_init(gpu_limit);
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  if (thread_level >= 0) MPI_Init_thread(&argc, &argv, thread_level, &provided);
+  else MPI_Init(&argc, &argv);
   const int rc = run(argc, argv);
   std::fflush(stdout);
   MPI_Finalize();

@@ -35,6 +35,12 @@
 //   hand-fused-faces (CUDA builds) the same kernels and buffers, but one PMPI_Isend and one
 //                   PMPI_Irecv per face (26 each way, the tempi variant's tags): what the
 //                   library costs when it carries MPI's 52 messages rather than one per peer
+//   stream          (opt-in: not in the default list, since it needs MPI_THREAD_MULTIPLE,
+//                   which the program then asks for) the tempi variant's 52 operations
+//                   enqueued on the grid's own CUDA stream (TEMPIX_Irecv_enqueue,
+//                   TEMPIX_Isend_enqueue, TEMPIX_Waitall_enqueue on a communicator bound to
+//                   it, made once before any variant runs), then one synchronization of that
+//                   stream: the host never waits inside the exchange
 //   fused-nccl      (CUDA builds) the same pack kernel, one ncclSend and one ncclRecv per
 //                   peer inside one ncclGroupStart/ncclGroupEnd, the same unpack kernel, all
 //                   on one stream with one synchronization (tools/halo_nccl.cpp; needs NCCL
@@ -81,7 +87,13 @@ const char *error_string(int code);
 void destroy(void *table);
 int buffer(size_t bytes, bool pinned_host, void **out);
 void release(void *p, bool pinned_host);
+// The stream variant's own stream (a blocking CUDA stream, as applications make them).
+void *stream_create();
+void stream_synchronize(void *s);
+void stream_destroy(void *s);
 }  // namespace halo_fused
+#elif defined(TEMPI_HALO_EMULATED_STREAMS)
+#include "emulated_streams.hpp"  // the stream variant over the emulated GPU (tests)
 #endif
 #ifdef TEMPI_HALO_NCCL
 #include "halo_nccl.hpp"  // NCCL found at build time (tools/meson.build)
@@ -112,11 +124,28 @@ ElemInfo elem_info(Elem e) {
 }
 
 const char *const kVariantNames[] = {"tempi",      "library-alone", "host-copy", "neighbor", "neighbor-library",
-                                     "persistent", "neighbor-persistent", "zero-copy-p2p",
+                                     "persistent", "neighbor-persistent", "zero-copy-p2p", "stream",
 #ifdef TEMPI_HALO_FUSED
                                      "hand-fused", "hand-fused-faces", "fused-nccl"
 #endif
 };
+
+// Every variant but the opt-in stream variant (which needs MPI_THREAD_MULTIPLE).
+std::vector<std::string> default_variants() {
+  std::vector<std::string> v;
+  for (const char *name : kVariantNames)
+    if (std::string(name) != "stream") v.push_back(name);
+  return v;
+}
+
+// Whether the command line asks for the stream variant: MPI then starts with
+// MPI_THREAD_MULTIPLE (TEMPI's stream thread calls the library), and only then.
+bool wants_stream(int argc, char **argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--variants" && ("," + std::string(argv[i + 1]) + ",").find(",stream,") != std::string::npos)
+      return true;
+  return false;
+}
 
 // "tempi,library-alone,...": the variants this build has.
 std::string variant_list(const char *sep) {
@@ -131,7 +160,7 @@ struct Options {
   Elem elem = Elem::Float;
   int iters = 30, warmup = 5, baseline_iters = 5;
   int dims[3] = {0, 0, 0};
-  std::vector<std::string> variants = {std::begin(kVariantNames), std::end(kVariantNames)};
+  std::vector<std::string> variants = default_variants();
   std::vector<std::string> methods;  // --methods: the tempi variant once per method and round
   int rounds = 3;
   std::string csv;
@@ -528,6 +557,12 @@ struct Grid {
   // zero_copy_prepare (collective) before any variant runs.
   MPI_Comm zero_copy = MPI_COMM_NULL;
   std::string zero_copy_na = "n/a (not prepared)";
+  // stream: the grid's own stream, a stream object and a communicator bound to it, and why
+  // the variant does not run here ("" when it does), set by stream_prepare (collective).
+  void *stream = nullptr;
+  TEMPIX_Stream stream_object = TEMPIX_STREAM_NULL;
+  MPI_Comm stream_comm = MPI_COMM_NULL;
+  std::string stream_na = "n/a (not prepared)";
   Fused fused;       // hand-fused(-faces) (pinned host buffers where the library is not CUDA-aware)
   Fused nccl_fused;  // fused-nccl (always device buffers: NCCL's kernels read and write them)
   // fused-nccl: why it does not run here ("" when it does), set by nccl_prepare (collective)
@@ -626,6 +661,97 @@ bool exchange_persistent(const Halo &h, Grid &g) {
   MPI_Waitall(int(g.persistent.size()), g.persistent.data(), MPI_STATUSES_IGNORE);
   g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
   return true;
+}
+
+// The grid's own stream (the stream variant): a CUDA stream where the program has CUDA, an
+// emulated stream over the emulated GPU (tests), else none.
+void *grid_stream_create() {
+#if defined(TEMPI_HALO_FUSED)
+  return halo_fused::stream_create();
+#elif defined(TEMPI_HALO_EMULATED_STREAMS)
+  return tempi::emulated_stream_create();
+#else
+  return nullptr;
+#endif
+}
+void grid_stream_synchronize(void *s) {
+#if defined(TEMPI_HALO_FUSED)
+  halo_fused::stream_synchronize(s);
+#elif defined(TEMPI_HALO_EMULATED_STREAMS)
+  tempi::emulated_stream_synchronize(s);
+#else
+  (void)s;
+#endif
+}
+void grid_stream_destroy(void *s) {
+#if defined(TEMPI_HALO_FUSED)
+  halo_fused::stream_destroy(s);
+#elif defined(TEMPI_HALO_EMULATED_STREAMS)
+  tempi::emulated_stream_destroy(s);
+#else
+  (void)s;
+#endif
+}
+
+// stream: collective on h.cart, before any variant runs (every rank makes the same calls).
+void stream_prepare(const Halo &h, Grid &g) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided != MPI_THREAD_MULTIPLE) {
+    g.stream_na = "n/a (the MPI library does not provide MPI_THREAD_MULTIPLE)";
+    return;
+  }
+  if (!g.on_gpu) {
+    g.stream_na = "n/a (no GPU)";
+    return;
+  }
+  g.stream = grid_stream_create();
+  if (!all_ranks(h, g.stream != nullptr)) {
+    g.stream_na = "n/a (no GPU stream in this build)";
+    return;
+  }
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "type", "cudaStream_t");
+  int rc = TEMPIX_Info_set_hex(info, "value", &g.stream, sizeof g.stream);
+  if (rc == MPI_SUCCESS) rc = TEMPIX_Stream_create(info, &g.stream_object);
+  MPI_Info_free(&info);
+  if (!all_ranks(h, rc == MPI_SUCCESS)) {
+    g.stream_na = "failed: TEMPIX_Stream_create returned an error on some rank";
+    return;
+  }
+  rc = TEMPIX_Stream_comm_create(h.cart, g.stream_object, &g.stream_comm);
+  g.stream_na = all_ranks(h, rc == MPI_SUCCESS) ? "" : "failed: TEMPIX_Stream_comm_create returned an error on some rank";
+}
+void stream_release(Grid &g) {
+  if (g.stream) grid_stream_synchronize(g.stream);
+  if (g.stream_comm != MPI_COMM_NULL) MPI_Comm_free(&g.stream_comm);
+  if (g.stream_object != TEMPIX_STREAM_NULL) TEMPIX_Stream_free(&g.stream_object);
+  if (g.stream) grid_stream_destroy(g.stream);
+  g.stream = nullptr;
+}
+
+std::string stream_unavailable(const Grid &g) { return g.stream_na; }
+bool exchange_stream(const Halo &h, Grid &g) {
+  const double t0 = MPI_Wtime();
+  std::vector<MPI_Request> reqs;
+  reqs.reserve(2 * h.neighbours.size());
+  bool ok = true;
+  for (const auto &nb : h.neighbours) {
+    reqs.push_back(MPI_REQUEST_NULL);
+    ok &= TEMPIX_Irecv_enqueue(g.data, 1, nb.recv_type, nb.rank, nb.recv_tag, g.stream_comm, &reqs.back()) ==
+          MPI_SUCCESS;
+  }
+  for (const auto &nb : h.neighbours) {
+    reqs.push_back(MPI_REQUEST_NULL);
+    ok &= TEMPIX_Isend_enqueue(g.data, 1, nb.send_type, nb.rank, nb.send_tag, g.stream_comm, &reqs.back()) ==
+          MPI_SUCCESS;
+  }
+  ok &= TEMPIX_Waitall_enqueue(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS;
+  const double t1 = MPI_Wtime();
+  grid_stream_synchronize(g.stream);  // the exchange's one host wait
+  g_parts = {1e6 * (t1 - t0), 1e6 * (MPI_Wtime() - t1)};
+  return ok;
 }
 
 // zero-copy-p2p: collective on h.cart, before any variant runs. The duplicate is made (and
@@ -859,6 +985,7 @@ const Variant kVariants[] = {
     {"persistent", false, always, exchange_persistent},
     {"neighbor-persistent", false, persistent_collectives_unavailable, exchange_neighbor_persistent},
     {"zero-copy-p2p", false, zero_copy_unavailable, exchange_zero_copy},
+    {"stream", false, stream_unavailable, exchange_stream},
 #ifdef TEMPI_HALO_FUSED
     {"hand-fused", false, fused_unavailable, exchange_hand_fused},
     {"hand-fused-faces", false, fused_unavailable, exchange_hand_fused_faces},
@@ -1246,6 +1373,8 @@ int run(int argc, char **argv) {
   } else {
     // Collective, before the header: whether zero-copy-p2p runs here, and its communicator.
     if (std::find(o.variants.begin(), o.variants.end(), "zero-copy-p2p") != o.variants.end()) zero_copy_prepare(h, grid);
+    // Collective, before the header: whether stream runs here, its stream and communicator.
+    if (std::find(o.variants.begin(), o.variants.end(), "stream") != o.variants.end()) stream_prepare(h, grid);
 #ifdef TEMPI_HALO_FUSED
     // Collective, before the header: whether fused-nccl runs here, and its communicator.
     if (std::find(o.variants.begin(), o.variants.end(), "fused-nccl") != o.variants.end()) nccl_prepare(h, grid);
@@ -1280,6 +1409,7 @@ int run(int argc, char **argv) {
   if (grid.on_gpu && grid.data) gpu.free_device(grid.data);
   free_halo(h);
   if (grid.zero_copy != MPI_COMM_NULL) MPI_Comm_free(&grid.zero_copy);
+  stream_release(grid);  // collective: every rank prepared alike
   MPI_Comm_free(&h.cart);
   return rc;
 }
@@ -1287,5 +1417,6 @@ int run(int argc, char **argv) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  return tempi::tools::run_with_mpi(argc, argv, run);  // one GPU per rank where there are several
+  // One GPU per rank where there are several.
+  return tempi::tools::run_with_mpi(argc, argv, run, 0, wants_stream(argc, argv) ? MPI_THREAD_MULTIPLE : -1);
 }

@@ -142,4 +142,11 @@ void release(void *p, bool pinned_host) {
   else cudaFree(p);
 }
 
+void *stream_create() {
+  cudaStream_t s = nullptr;
+  return cudaStreamCreateWithFlags(&s, cudaStreamDefault) == cudaSuccess ? s : nullptr;
+}
+void stream_synchronize(void *s) { cudaStreamSynchronize(static_cast<cudaStream_t>(s)); }
+void stream_destroy(void *s) { cudaStreamDestroy(static_cast<cudaStream_t>(s)); }
+
 }  // namespace halo_fused

@@ -24,7 +24,7 @@
 #include "base/gpu_sharing.hpp"
 #include "profile.hpp"
 #include "base/runtime.hpp"
-#include "tempi.h"
+#include "tempi_mpix.h"
 
 namespace {
 
@@ -60,6 +60,9 @@ void print_build() {
   std::printf("  CUDA backend:        %s\n", TEMPI_BUILD_CUDA);
   std::printf("  GPU architectures:   %s\n", TEMPI_BUILD_GPU_ARCH);
   std::printf("  MPI (built against): %s\n", TEMPI_BUILD_MPI);
+  std::printf("  MPIX_ stream calls:  %s\n",
+              TEMPI_MPIX_FROM_LIBRARY ? "the MPI library's own (tempi_mpix.h leaves them to it; TEMPIX_ names are TEMPI's)"
+                                      : "TEMPI's (tempi_mpix.h maps them to the TEMPIX_ calls)");
 }
 
 // Which visible GPU can read which (CUDA peer access): the pairs zero-copy collectives can

@@ -22,6 +22,7 @@
 #include "base/type_cache.hpp"
 #include "host_packer.hpp"
 #include "tempi.h"
+#include "tempi_mpix.h"
 #if defined(STREAMS_REAL_GPU)
 #include "gpu_select.hpp"
 void *app_stream_create();
@@ -321,6 +322,40 @@ TEST_CASE("a communicator freed while its stream has operations to reach") {
   }  // the stream is synchronized here
   REQUIRE(std::memcmp(seen.p, expected(t.send, t.recv, 1, sbytes, uint32_t(60 + left), rbytes, 4, 1).data(), rbytes) ==
           0);
+}
+
+TEST_CASE("a program written for MPICH's MPIX_ stream calls builds and runs through tempi_mpix.h") {
+#if TEMPI_MPIX_FROM_LIBRARY
+  SUCCEED("the MPI library has its own MPIX_ stream calls; tempi_mpix.h leaves them to it");
+#else
+  AppStream stream;
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "type", "cudaStream_t");
+  REQUIRE(MPIX_Info_set_hex(info, "value", &stream.handle, sizeof stream.handle) == MPI_SUCCESS);
+  MPIX_Stream ms = MPIX_STREAM_NULL;
+  REQUIRE(MPIX_Stream_create(info, &ms) == MPI_SUCCESS);
+  MPI_Info_free(&info);
+  MPI_Comm comm;
+  REQUIRE(MPIX_Stream_comm_create(MPI_COMM_WORLD, ms, &comm) == MPI_SUCCESS);
+  Types t;
+  const int right = (g_rank + 1) % g_size, left = (g_rank + g_size - 1) % g_size;
+  DevBuf out(t.send_extent), in(t.recv_extent);
+  HostBuf seen(t.recv_extent);
+  stream.fill(out.p, t.send_extent, uint32_t(90 + g_rank));
+  stream.fill(in.p, t.recv_extent, 8);
+  MPI_Request r[2];
+  REQUIRE(MPIX_Irecv_enqueue(in.p, 1, t.recv, left, 3, comm, &r[0]) == MPI_SUCCESS);
+  REQUIRE(MPIX_Isend_enqueue(out.p, 1, t.send, right, 3, comm, &r[1]) == MPI_SUCCESS);
+  REQUIRE(MPIX_Waitall_enqueue(2, r, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+  stream.copy(seen.p, in.p, t.recv_extent);
+  stream.sync();
+  REQUIRE(std::memcmp(seen.p,
+                      expected(t.send, t.recv, 1, t.send_extent, uint32_t(90 + left), t.recv_extent, 8, 1).data(),
+                      t.recv_extent) == 0);
+  MPI_Comm_free(&comm);
+  REQUIRE(MPIX_Stream_free(&ms) == MPI_SUCCESS);
+#endif
 }
 
 TEST_CASE("MPI_PROC_NULL, and the errors") {

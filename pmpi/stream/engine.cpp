@@ -4,9 +4,8 @@
 // enqueued, which is the order the stream reaches them, so the library matches them as it
 // would have matched the same calls made by the stream. When the library finished one, the
 // thread writes its `done` word, for which the stream waits at the operation's completion.
-// A device receive shorter than its buffer first gets the rest of its staging filled from
-// the buffer itself, once the stream waits (`waiting`): its unpack then writes back what
-// was there, so only the bytes received change, as MPI says.
+// (A device receive's staging already holds its buffer's packed bytes, packed by the
+// stream at its start, enqueue.cpp: a shorter message overwrites only its own bytes.)
 #include "stream/engine.hpp"
 
 #include <algorithm>
@@ -17,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "backend.hpp"
 #include "base/forward.hpp"
 #include "log.hpp"
 
@@ -75,7 +73,6 @@ class Engine {
   std::map<MPI_Comm, std::deque<std::shared_ptr<Op>>> waiting_;  // for their stream, by communicator
   std::vector<std::shared_ptr<Op>> posted_;
   std::vector<MPI_Request> requests_;
-  std::vector<std::shared_ptr<Op>> filling_;    // short device receives, until their stream waits
   std::vector<std::shared_ptr<Op>> consuming_;  // until their stream passed their completion
 };
 
@@ -123,14 +120,6 @@ void Engine::finish(const std::shared_ptr<Op> &op, const MPI_Status &st) {
     TEMPI_LOG(Error, "enqueue: an enqueued %s (peer %d, tag %d) failed in the MPI library: MPI error %d",
               op->is_send ? "send" : "receive", op->peer, op->tag, st.MPI_ERROR);
   op->deliver(st);
-  if (!op->is_send && op->device) {
-    int received = 0;
-    if (PMPI_Get_count(&st, MPI_BYTE, &received) != MPI_SUCCESS || received == MPI_UNDEFINED) received = 0;
-    if (received < op->bytes) {
-      filling_.push_back(op);
-      return;
-    }
-  }
   signal_done(op);
 }
 
@@ -187,25 +176,6 @@ bool Engine::step() {
       requests_.resize(keep);
     }
   }
-  for (size_t i = 0; i < filling_.size();) {
-    const std::shared_ptr<Op> op = filling_[i];
-    if (word(op->words->waiting).load(std::memory_order_acquire) != 1) {
-      ++i;
-      continue;
-    }
-    // Every earlier work of the stream is done now, and the stream waits: the receive
-    // buffer holds what the unpack must leave in place beyond the bytes received.
-    int received = 0;
-    if (PMPI_Get_count(&op->result, MPI_BYTE, &received) != MPI_SUCCESS || received == MPI_UNDEFINED) received = 0;
-    Backend &b = gpu_backend();
-    const OnDevice on(op->gpu);
-    const Status s = b.pack(op->plan, op->typed, op->staging + received, received, op->bytes);
-    if (s != Status::Ok)
-      TEMPI_LOG(Error, "enqueue: keeping the rest of a short receive's buffer failed: %s", to_string(s));
-    filling_.erase(filling_.begin() + long(i));
-    signal_done(op);
-    moved = true;
-  }
   const size_t before = consuming_.size();
   consuming_.erase(std::remove_if(consuming_.begin(), consuming_.end(),
                                   [](const std::shared_ptr<Op> &op) {
@@ -216,7 +186,7 @@ bool Engine::step() {
   bool any_waiting = false;
   for (const auto &[comm, queue] : waiting_) any_waiting = any_waiting || !queue.empty();
   std::lock_guard<std::mutex> lock(mutex_);
-  busy_ = any_waiting || !posted_.empty() || !filling_.empty();
+  busy_ = any_waiting || !posted_.empty();
   return moved;
 }
 

@@ -68,14 +68,20 @@ int stream_error(Status s, const char *what) {
   return error_class_of(s);
 }
 
-// Puts the held-back starts on the stream: one pack launch for the device sends, one
+// Puts the held-back starts on the stream: one pack launch for the device operations, one
 // batch of word writes. The caller holds s.mutex.
 int flush_locked(AppStream &s) {
   if (s.deferred.empty()) return MPI_SUCCESS;
   std::vector<MoveJob> packs;
   std::vector<uint32_t *> arrived;
   for (const auto &op : s.deferred) {
-    if (op->is_send && op->device && op->bytes > 0)
+    // A device receive's buffer is packed into its staging too, where the library then
+    // writes the message: a shorter message leaves the rest as it was, and the unpack at
+    // its completion writes back the whole staging, so only the bytes received change,
+    // as MPI says. (MPI keeps the application off a receive buffer until completion, so
+    // what is packed at the start is what the buffer holds then. The unpack's extent is
+    // fixed when it is queued, before the message's size is known.)
+    if (op->device && op->bytes > 0)
       packs.push_back(MoveJob{&op->plan, op->typed, op->staging, op->bytes, Transfer{Method::OneShot, 0}});
     arrived.push_back(&op->words->arrived);
   }
@@ -92,19 +98,16 @@ int flush_locked(AppStream &s) {
 // operation's `done`; the device receives then are unpacked by one launch; and it writes
 // `consumed`, after which the stream touches neither the words nor the staging again.
 int complete_locked(AppStream &s, const std::vector<std::shared_ptr<Op>> &ops) {
-  std::vector<uint32_t *> waiting, done, consumed;
+  std::vector<uint32_t *> done, consumed;
   std::vector<MoveJob> unpacks;
   for (const auto &op : ops) {
     if (!op->words || (op->is_send && op->device)) continue;  // a device send's buffer is free once packed
     done.push_back(&op->words->done);
     consumed.push_back(&op->words->consumed);  // the words (and staging) may go once the stream passed
-    if (!op->is_send && op->device) {
-      waiting.push_back(&op->words->waiting);
+    if (!op->is_send && op->device)
       unpacks.push_back(MoveJob{&op->plan, op->typed, op->staging, op->bytes, Transfer{Method::OneShot, 0}});
-    }
   }
   Backend &b = gpu_backend();
-  if (const Status st = b.stream_write(s.handle, waiting, 1); st != Status::Ok) return stream_error(st, "a word write");
   if (const Status st = b.stream_wait(s.handle, done, 1); st != Status::Ok) return stream_error(st, "a wait");
   if (const Status st = b.stream_moves(s.handle, unpacks, false); st != Status::Ok)
     return stream_error(st, "unpacking");
@@ -246,7 +249,7 @@ int build(bool is_send, const void *buf, int count, MPI_Datatype type, int peer,
     TEMPI_LOG(Error, "%s: no pinned memory for the operation (%zu bytes): %s", what, block, to_string(st));
     return error_class_of(st);
   }
-  o->words = new (o->block.ptr) OpWords{0, 0, 0, 0};
+  o->words = new (o->block.ptr) OpWords{0, 0, 0};
   if (o->device) {
     o->staging = static_cast<char *>(o->block.ptr) + kWordsBytes;
     o->buf = o->staging;

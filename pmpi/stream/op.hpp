@@ -22,7 +22,6 @@ namespace streams {
 // goes from 0 to 1 once: an operation is enqueued once).
 struct OpWords {
   uint32_t arrived;   // stream: the operation's start was reached (a device send: its bytes are packed)
-  uint32_t waiting;   // stream: it waits at the operation's completion now
   uint32_t done;      // thread: the library finished (a device receive: its bytes are in staging)
   uint32_t consumed;  // stream: it passed the completion (and unpacked): the words and staging may go
 };

@@ -28,9 +28,28 @@ BatchMemOpFn batch_mem_op_fn() {
 // The driver takes at most this many operations a call (CUDA's documented limit).
 constexpr size_t kMaxBatch = 256;
 
-// The device address of a word of mapped pinned host memory (with unified addressing
-// it is the host address, but the driver is asked so that no platform can differ).
+// Whether the current device addresses memory as the host does (unified addressing: every
+// 64-bit Linux system CUDA supports). Then the words' pinned memory (cudaHostAlloc, mapped)
+// has the same address on both sides, and no query is needed: cudaHostGetDevicePointer
+// costs about a microsecond, 130 of them per halo exchange of 52 operations.
+bool unified_addressing() {
+  static const bool unified = [] {
+    int dev = 0, on = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&on, cudaDevAttrUnifiedAddressing, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return on != 0;
+  }();
+  return unified;
+}
+
+// The device address of a word of mapped pinned host memory.
 Status device_address(uint32_t *word, CUdeviceptr &out) {
+  if (unified_addressing()) {
+    out = reinterpret_cast<CUdeviceptr>(word);
+    return Status::Ok;
+  }
   void *dev = nullptr;
   TEMPI_CUDA(cudaHostGetDevicePointer(&dev, word, 0));
   out = reinterpret_cast<CUdeviceptr>(dev);

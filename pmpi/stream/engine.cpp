@@ -27,13 +27,15 @@ namespace {
 class Engine {
  public:
   void add(std::shared_ptr<Op> op) {
+    bool asleep;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
       ++unposted_[op->comm];
       incoming_.push_back(std::move(op));
+      asleep = asleep_;
     }
-    wake_.notify_one();
+    if (asleep) wake_.notify_one();  // a system call: only where the thread sleeps
   }
   bool unposted(MPI_Comm comm) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -50,7 +52,7 @@ class Engine {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
     }
-    wake_.notify_one();
+    wake_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
 
@@ -66,6 +68,7 @@ class Engine {
   std::vector<std::shared_ptr<Op>> incoming_;
   std::map<MPI_Comm, int> unposted_;
   bool busy_ = false;
+  bool asleep_ = false;  // the thread waits for `wake_`
   bool stopping_ = false;
   std::thread thread_;
 
@@ -196,8 +199,11 @@ void Engine::run() {
       std::unique_lock<std::mutex> lock(mutex_);
       if (stopping_) return;
       // Nothing at all to watch: sleep until an operation comes.
-      if (incoming_.empty() && !busy_ && consuming_.empty())
+      if (incoming_.empty() && !busy_ && consuming_.empty()) {
+        asleep_ = true;
         wake_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
+        asleep_ = false;
+      }
       if (stopping_) return;
     }
     // A stream reaches its operations within microseconds in a loop of exchanges, or much

@@ -9,6 +9,7 @@
 #include "stream/engine.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -33,6 +34,7 @@ class Engine {
       if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
       ++unposted_[op->comm];
       incoming_.push_back(std::move(op));
+      incoming_n_.store(incoming_.size(), std::memory_order_release);
       asleep = asleep_;
     }
     if (asleep) wake_.notify_one();  // a system call: only where the thread sleeps
@@ -45,7 +47,7 @@ class Engine {
   // Operations handed to the library and not finished, or not yet handed.
   bool busy() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return !incoming_.empty() || busy_;
+    return !incoming_.empty() || busy_.load(std::memory_order_acquire);
   }
   void stop() {
     {
@@ -66,8 +68,11 @@ class Engine {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<std::shared_ptr<Op>> incoming_;
+  // incoming_.size(), read without the lock: the thread's passes take the lock only where
+  // there is something to take (an enqueue call then rarely waits for the lock).
+  std::atomic<size_t> incoming_n_{0};
   std::map<MPI_Comm, int> unposted_;
-  bool busy_ = false;
+  std::atomic<bool> busy_{false};
   bool asleep_ = false;  // the thread waits for `wake_`
   bool stopping_ = false;
   std::thread thread_;
@@ -130,10 +135,11 @@ void Engine::finish(const std::shared_ptr<Op> &op, const MPI_Status &st) {
 // library finished. Whether anything happened.
 bool Engine::step() {
   bool moved = false;
-  {
+  if (incoming_n_.load(std::memory_order_acquire) > 0) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto &op : incoming_) waiting_[op->comm].push_back(std::move(op));
     incoming_.clear();
+    incoming_n_.store(0, std::memory_order_release);
   }
   std::vector<MPI_Comm> posted_comms;
   for (auto &[comm, queue] : waiting_)
@@ -188,8 +194,11 @@ bool Engine::step() {
   moved = moved || consuming_.size() < before;
   bool any_waiting = false;
   for (const auto &[comm, queue] : waiting_) any_waiting = any_waiting || !queue.empty();
-  std::lock_guard<std::mutex> lock(mutex_);
-  busy_ = any_waiting || !posted_.empty();
+  const bool busy = any_waiting || !posted_.empty();
+  if (busy != busy_.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(mutex_);  // busy_ changes under the lock: run() sleeps on it
+    busy_.store(busy, std::memory_order_release);
+  }
   return moved;
 }
 
@@ -199,7 +208,7 @@ void Engine::run() {
       std::unique_lock<std::mutex> lock(mutex_);
       if (stopping_) return;
       // Nothing at all to watch: sleep until an operation comes.
-      if (incoming_.empty() && !busy_ && consuming_.empty()) {
+      if (incoming_.empty() && !busy_.load(std::memory_order_acquire) && consuming_.empty()) {
         asleep_ = true;
         wake_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
         asleep_ = false;

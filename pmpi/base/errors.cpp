@@ -3,7 +3,6 @@
 #include <cstdarg>
 #include <cstdio>
 
-#include "base/forward.hpp"
 #include "log.hpp"
 
 namespace tempi {

@@ -1,6 +1,6 @@
-// The preload library's forwarding (forward.hpp, TEMPI_FORWARD_DLSYM): the next
-// definition of an MPI call after this library, which is another tool's or the MPI
-// library's own.
+// The preload library's forwarding (forward.hpp, TEMPI_FORWARD_DLSYM), which its entries
+// of the next layer's table call at their first use (next.cpp): the next definition of an
+// MPI call after this library, which is another tool's or the MPI library's own.
 #include <dlfcn.h>
 
 #include <string>

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend.hpp"
-#include "base/forward.hpp"
+#include "base/next.hpp"
 #include "log.hpp"
 #include "base/runtime.hpp"
 
@@ -43,14 +43,14 @@ void learn_world() {
   mine.world_rank = rank;
   std::snprintf(mine.gpu, sizeof mine.gpu, "%s", gpu_backend().device_id().c_str());
   MPI_Comm node = MPI_COMM_NULL;
-  int err = TEMPI_NEXT(MPI_Comm_split_type)(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int err = next::MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   std::vector<Placement> all;
   if (err == MPI_SUCCESS) {
     int n = 0;
     PMPI_Comm_size(node, &n);
     all.resize(size_t(n));
-    err = TEMPI_NEXT(MPI_Allgather)(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, node);
-    TEMPI_NEXT(MPI_Comm_free)(&node);
+    err = next::MPI_Allgather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, node);
+    next::MPI_Comm_free(&node);
   }
   if (err != MPI_SUCCESS) {
     TEMPI_LOG(Warn, "peers: cannot learn which ranks share this node (MPI error %d); every message is predicted "

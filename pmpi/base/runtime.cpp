@@ -9,7 +9,6 @@
 
 #include "backend.hpp"
 #include "config.hpp"
-#include "base/forward.hpp"
 #include "base/gpu_sharing.hpp"
 #include "base/progress.hpp"
 #include "base/phase_counters.hpp"

@@ -3,7 +3,6 @@
 #include <mutex>
 
 #include "base/errors.hpp"
-#include "base/forward.hpp"
 
 namespace tempi {
 

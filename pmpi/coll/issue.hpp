@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "base/forward.hpp"
+#include "base/next.hpp"
 
 namespace tempi {
 
@@ -57,10 +57,11 @@ struct Issue {
 // The library's own form of a collective, as the application issued it (`how`, an Issue):
 // persistent (kept, so that every start issues the nonblocking form on the same arguments),
 // nonblocking (on the application's request) or blocking. ARGS are the arguments before the
-// request. A macro, since the three forms are three functions of the library.
-#define TEMPI_FORWARD(how, NONBLOCKING, BLOCKING, ...)                                                   \
-  ((how).persistent ? (how).keep([=](MPI_Request *lib) { return TEMPI_NEXT(NONBLOCKING)(__VA_ARGS__, lib); }) \
-   : (how).request  ? TEMPI_NEXT(NONBLOCKING)(__VA_ARGS__, (how).request)                                 \
-                    : TEMPI_NEXT(BLOCKING)(__VA_ARGS__))
+// request. A macro, since the three forms are three functions of the library (reached at the
+// next layer, base/next.hpp).
+#define TEMPI_FORWARD(how, NONBLOCKING, BLOCKING, ...)                                                           \
+  ((how).persistent ? (how).keep([=](MPI_Request *lib) { return ::tempi::next::NONBLOCKING(__VA_ARGS__, lib); }) \
+   : (how).request  ? ::tempi::next::NONBLOCKING(__VA_ARGS__, (how).request)                                     \
+                    : ::tempi::next::BLOCKING(__VA_ARGS__))
 
 }  // namespace tempi

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "base/errors.hpp"
-#include "base/forward.hpp"
+#include "base/next.hpp"
 #include "p2p/requests.hpp"
 #include "base/validate.hpp"
 #include "coll/topology.hpp"
@@ -89,7 +89,7 @@ HeldHandles::HeldHandles(MPI_Comm comm, const std::vector<MPI_Datatype> &types) 
     if (derived(t) && std::find(held.begin(), held.end(), t) == held.end() && library_accepts(t)) held.push_back(t);
   for (MPI_Datatype t : held) {
     MPI_Request hold = MPI_REQUEST_NULL;
-    if (TEMPI_NEXT(MPI_Recv_init)(nullptr, 0, t, 0, 0, comm, &hold) == MPI_SUCCESS) holds_.push_back(hold);
+    if (next::MPI_Recv_init(nullptr, 0, t, 0, 0, comm, &hold) == MPI_SUCCESS) holds_.push_back(hold);
   }
 }
 
@@ -97,7 +97,7 @@ HeldHandles::~HeldHandles() {
   int finalized = 0;
   PMPI_Finalized(&finalized);
   if (finalized) return;
-  for (MPI_Request &hold : holds_) TEMPI_NEXT(MPI_Request_free)(&hold);
+  for (MPI_Request &hold : holds_) next::MPI_Request_free(&hold);
 }
 
 Issue::Init::Init(MPI_Comm comm, const std::vector<MPI_Datatype> &types)

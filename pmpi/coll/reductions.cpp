@@ -7,6 +7,7 @@
 #include <climits>
 
 #include "base/errors.hpp"
+#include "base/next.hpp"
 #include "coll/block_lists.hpp"
 #include "coll/topology.hpp"
 
@@ -128,9 +129,9 @@ int reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype type
   auto op = new_op("MPI_Reduce_local", "MPI_Reduce_local", MPI_COMM_SELF, nullptr);
   if (const int err = plan_typed(op->send, inbuf, count, type, false, *op)) return err;
   if (const int err = plan_typed(op->recv, inoutbuf, count, type, true, *op)) return err;
-  if (!needed(*op)) return TEMPI_NEXT(MPI_Reduce_local)(inbuf, inoutbuf, count, type, mpi_op);
+  if (!needed(*op)) return next::MPI_Reduce_local(inbuf, inoutbuf, count, type, mpi_op);
   if (const int err = load(*op)) return err;
-  const int err = TEMPI_NEXT(MPI_Reduce_local)(op->send.library_buffer(inbuf), op->recv.library_buffer(inoutbuf),
+  const int err = next::MPI_Reduce_local(op->send.library_buffer(inbuf), op->recv.library_buffer(inoutbuf),
                                                count, type, mpi_op);
   return conclude(op, err, nullptr);
 }

@@ -4,7 +4,7 @@
 
 #include "base/errors.hpp"
 #include "backend.hpp"
-#include "base/forward.hpp"
+#include "base/next.hpp"
 #include "phases.hpp"
 #include "log.hpp"
 #include "p2p/requests.hpp"
@@ -267,7 +267,7 @@ MPI_Request posted_request(const DeferredSend &s, int &error) {
 void finish_outer(MPI_Request &outer) {
   if (outer == MPI_REQUEST_NULL) return;
   PMPI_Grequest_complete(outer);
-  TEMPI_NEXT(MPI_Request_free)(&outer);  // no progress call, unlike a wait
+  next::MPI_Request_free(&outer);  // no progress call, unlike a wait
   outer = MPI_REQUEST_NULL;
 }
 

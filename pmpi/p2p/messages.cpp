@@ -10,7 +10,6 @@
 #include "base/errors.hpp"
 #include "backend.hpp"
 #include "p2p/local_work.hpp"
-#include "base/forward.hpp"
 #include "base/gpu_batches.hpp"
 #include "log.hpp"
 #include "node/node_share.hpp"

@@ -8,8 +8,8 @@
 
 #include "p2p/engine.hpp"
 #include "base/errors.hpp"
-#include "base/forward.hpp"
 #include "base/gpu_batches.hpp"
+#include "base/next.hpp"
 #include "p2p/local_work.hpp"
 #include "p2p/requests.hpp"
 #include "base/runtime.hpp"
@@ -128,8 +128,8 @@ int prepare(std::vector<Starting> &ours) {
 }  // namespace
 
 int persistent_start(int count, MPI_Request reqs[], bool all) {
-  auto next = [&] { return all ? TEMPI_NEXT(MPI_Startall)(count, reqs) : TEMPI_NEXT(MPI_Start)(reqs); };
-  if (!active()) return next();
+  auto to_library = [&] { return all ? next::MPI_Startall(count, reqs) : next::MPI_Start(reqs); };
+  if (!active()) return to_library();
   const PhaseTimer timed(Phase::Start);
   engine().poll();
   std::vector<Starting> ours;
@@ -139,7 +139,7 @@ int persistent_start(int count, MPI_Request reqs[], bool all) {
   // A request TEMPI does not track may be a send to a destination with a queued GPU send
   // (MPI's order): with sends queued, they are posted first.
   if (ours.size() < size_t(std::max(count, 0))) flush_sends();
-  if (ours.empty()) return next();
+  if (ours.empty()) return to_library();
   // Persistent collectives start in prepare (their handles are TEMPI's): the library
   // starts the others.
   std::vector<MPI_Request> library;
@@ -150,7 +150,7 @@ int persistent_start(int count, MPI_Request reqs[], bool all) {
   }
   int err = prepare(ours);
   if (err == MPI_SUCCESS && !library.empty())
-    err = all ? TEMPI_NEXT(MPI_Startall)(int(library.size()), library.data()) : TEMPI_NEXT(MPI_Start)(library.data());
+    err = all ? next::MPI_Startall(int(library.size()), library.data()) : next::MPI_Start(library.data());
   for (Starting &s : ours) {  // the collectives started are active already (prepare)
     if (err == MPI_SUCCESS && s.pending->persistent) s.pending->persistent->active = true;
     requests().add(s.handle, std::move(s.pending));
@@ -183,7 +183,7 @@ int persistent_handle(MPI_Comm comm, const char *call, MPI_Request *handle) {
 int persistent_free_handle(MPI_Request *handle) {
   const int err = PMPI_Grequest_complete(*handle);
   if (err != MPI_SUCCESS) return err;
-  return TEMPI_NEXT(MPI_Request_free)(handle);
+  return next::MPI_Request_free(handle);
 }
 
 }  // namespace tempi

@@ -1,6 +1,6 @@
 #include "p2p/requests.hpp"
 
-#include "base/forward.hpp"
+#include "base/next.hpp"
 #include "base/progress.hpp"
 #include "p2p/engine.hpp"
 
@@ -62,14 +62,14 @@ void RequestTable::progress_detached() {
     MPI_Status st;
     if (p->send) {  // a deferred send: the library's request, once the engine posted it
       MPI_Request inner = posted_request(*p->send, err);
-      if (inner != MPI_REQUEST_NULL) err = TEMPI_NEXT(MPI_Test)(&inner, &flag, &st);
+      if (inner != MPI_REQUEST_NULL) err = next::MPI_Test(&inner, &flag, &st);
       p->send->inner = inner;
       if (flag || err != MPI_SUCCESS) finish_outer(req);
     } else {
-      err = TEMPI_NEXT(MPI_Test)(&req, &flag, &st);
+      err = next::MPI_Test(&req, &flag, &st);
     }
     if (flag || err != MPI_SUCCESS) {
-      if (p->persistent) TEMPI_NEXT(MPI_Request_free)(&req);  // freed while active: now inactive, it goes
+      if (p->persistent) next::MPI_Request_free(&req);  // freed while active: now inactive, it goes
       complete(std::move(p), st, err);  // nobody is left to report an error to
     } else {
       still.emplace_back(req, std::move(p));
@@ -93,11 +93,11 @@ void RequestTable::drain_detached() {
     int err = MPI_SUCCESS;
     if (p->send) {
       MPI_Request inner = posted_request(*p->send, err);
-      if (inner != MPI_REQUEST_NULL) err = TEMPI_NEXT(MPI_Wait)(&inner, &st);
+      if (inner != MPI_REQUEST_NULL) err = next::MPI_Wait(&inner, &st);
       finish_outer(req);
     } else {
-      err = TEMPI_NEXT(MPI_Wait)(&req, &st);
-      if (p->persistent) TEMPI_NEXT(MPI_Request_free)(&req);
+      err = next::MPI_Wait(&req, &st);
+      if (p->persistent) next::MPI_Request_free(&req);
     }
     complete(std::move(p), st, err);
   }

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "base/forward.hpp"
+#include "base/next.hpp"
 #include "log.hpp"
 
 namespace tempi {
@@ -97,8 +97,8 @@ void complete_request(const std::shared_ptr<Op> &op) {
 
 bool Engine::post(const std::shared_ptr<Op> &op) {
   MPI_Request r = MPI_REQUEST_NULL;
-  const int err = op->is_send ? TEMPI_NEXT(MPI_Isend)(op->buf, op->count, op->type, op->peer, op->tag, op->comm, &r)
-                              : TEMPI_NEXT(MPI_Irecv)(op->buf, op->count, op->type, op->peer, op->tag, op->comm, &r);
+  const int err = op->is_send ? next::MPI_Isend(op->buf, op->count, op->type, op->peer, op->tag, op->comm, &r)
+                              : next::MPI_Irecv(op->buf, op->count, op->type, op->peer, op->tag, op->comm, &r);
   if (err != MPI_SUCCESS) {
     TEMPI_LOG(Error, "enqueue: the MPI library refused an enqueued %s (peer %d, tag %d): MPI error %d",
               op->is_send ? "send" : "receive", op->peer, op->tag, err);
@@ -159,7 +159,7 @@ bool Engine::step() {
     std::vector<int> indices(static_cast<size_t>(n), 0);
     std::vector<MPI_Status> statuses(static_cast<size_t>(n));
     int outcount = 0;
-    const int err = TEMPI_NEXT(MPI_Testsome)(n, requests_.data(), &outcount, indices.data(), statuses.data());
+    const int err = next::MPI_Testsome(n, requests_.data(), &outcount, indices.data(), statuses.data());
     if (err != MPI_SUCCESS && err != MPI_ERR_IN_STATUS) {
       TEMPI_LOG(Error, "enqueue: testing the library's requests failed: MPI error %d", err);
       outcount = 0;

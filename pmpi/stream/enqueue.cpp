@@ -16,7 +16,7 @@
 
 #include "backend.hpp"
 #include "base/errors.hpp"
-#include "base/forward.hpp"
+#include "base/next.hpp"
 #include "base/progress.hpp"
 #include "base/type_cache.hpp"
 #include "log.hpp"
@@ -376,7 +376,7 @@ int comm_create(MPI_Comm comm, AppStream *stream, MPI_Comm *newcomm) {
     return MPI_ERR_OTHER;
   }
   flush_sends();
-  if (const int err = TEMPI_NEXT(MPI_Comm_dup)(comm, newcomm)) return err;
+  if (const int err = next::MPI_Comm_dup(comm, newcomm)) return err;
   int inter = 0, peers = 0;
   PMPI_Comm_test_inter(*newcomm, &inter);
   if (inter) PMPI_Comm_remote_size(*newcomm, &peers);

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "base/forward.hpp"
+#include "base/next.hpp"
 #include "zero_copy/p2p_flight.hpp"
 #include "zero_copy/p2p_reads.hpp"
 
@@ -53,12 +53,12 @@ void test_inner(const std::vector<std::shared_ptr<Flight>> &flights, Done done) 
   std::vector<int> index(flights.size());
   std::vector<MPI_Status> st(flights.size());
   int n = 0;
-  const int err = TEMPI_NEXT(MPI_Testsome)(int(inner.size()), inner.data(), &n, index.data(), st.data());
+  const int err = next::MPI_Testsome(int(inner.size()), inner.data(), &n, index.data(), st.data());
   if (err != MPI_SUCCESS && err != MPI_ERR_IN_STATUS) {  // no statuses: test each for its own error
     n = 0;
     for (size_t k = 0; k < flights.size(); ++k) {
       int flag = 0;
-      const int e = TEMPI_NEXT(MPI_Test)(&inner[k], &flag, &st[size_t(n)]);
+      const int e = next::MPI_Test(&inner[k], &flag, &st[size_t(n)]);
       if (flag || e != MPI_SUCCESS) {
         st[size_t(n)].MPI_ERROR = e;
         index[size_t(n++)] = int(k);

@@ -3,7 +3,7 @@
 // (p2p_recv); progress (zero_copy/p2p_progress.cpp) completes them.
 #include <atomic>
 
-#include "base/forward.hpp"
+#include "base/next.hpp"
 #include "zero_copy/p2p_flight.hpp"
 
 namespace tempi {
@@ -23,7 +23,7 @@ namespace {
 std::shared_ptr<Flight> post_recv(Incoming &in, int source, int tag, MPI_Comm comm, int &err) {
   auto f = std::make_shared<Flight>();
   f->comm = comm;
-  err = TEMPI_NEXT(MPI_Irecv)(in.buf, in.count, in.type, source, tag, comm, &f->inner);
+  err = next::MPI_Irecv(in.buf, in.count, in.type, source, tag, comm, &f->inner);
   if (err != MPI_SUCCESS) return nullptr;
   f->in = std::move(in);
   return f;

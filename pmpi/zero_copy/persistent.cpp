@@ -7,7 +7,7 @@
 #include <atomic>
 
 #include "base/errors.hpp"
-#include "base/forward.hpp"
+#include "base/next.hpp"
 #include "backend.hpp"
 #include "log.hpp"
 #include "node/share.hpp"
@@ -202,7 +202,7 @@ bool ZeroCopyPersistent::finished_now() {
     int flag = 1;
     MPI_Status st;
     if (library_ != MPI_REQUEST_NULL) {
-      const int err = TEMPI_NEXT(MPI_Test)(&library_, &flag, &st);
+      const int err = next::MPI_Test(&library_, &flag, &st);
       if (err != MPI_SUCCESS) {
         library_error_ = err;
         flag = 1;

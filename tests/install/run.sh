@@ -112,7 +112,7 @@ contents() {
 
 case $libdir in /*) L=$libdir ;; *) L=$prefix/$libdir ;; esac
 case $sysconfdir in /*) E=$sysconfdir ;; *) E=$prefix/$sysconfdir ;; esac
-devel=("$prefix/include/tempi.h" "$L/libtempi_pmpi.a" "$L/libtempi_pmpi_wrap.a" "$L/tempi-wrap.opts"
+devel=("$prefix/include/tempi.h" "$prefix/include/tempi_mpix.h" "$L/libtempi_pmpi.a" "$L/libtempi_pmpi_wrap.a" "$L/tempi-wrap.opts"
        "$L/pkgconfig/tempi.pc" "$L/cmake/TEMPI/TEMPIConfig.cmake" "$L/cmake/TEMPI/TEMPIConfigVersion.cmake"
        "$E/mpich/tempi.conf")
 bench=()

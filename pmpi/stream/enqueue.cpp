@@ -116,9 +116,17 @@ int complete_locked(AppStream &s, const std::vector<std::shared_ptr<Op>> &ops) {
   return MPI_SUCCESS;
 }
 
+// Whether the stream is being captured into a graph (refuse_capture below says why that
+// matters): held-back starts then stay held back.
+bool capturing(const AppStream &s) {
+  bool on = false;
+  return gpu_backend().stream_capturing(s.handle, on) == Status::Ok && on;
+}
+
 void flush_all_streams() {
   std::shared_lock<std::shared_mutex> lock(g_comms_mutex);
   for (auto &[comm, sc] : g_comms) {
+    if (capturing(*sc.stream)) continue;
     std::lock_guard<std::mutex> held(sc.stream->mutex);
     if (const int err = flush_locked(*sc.stream)) TEMPI_LOG(Error, "enqueue: flushing held-back starts failed (%d)", err);
   }
@@ -138,6 +146,15 @@ void register_once() {
     return h;
   }();
   register_progress(ProgressSlot::Streams, hooks);
+}
+
+// Enqueued operations are not captured into CUDA graphs yet: a replay would repeat the
+// stream's words and moves without TEMPI's stream thread knowing of the operations.
+int refuse_capture(const AppStream &s, const char *what) {
+  if (!capturing(s)) return MPI_SUCCESS;
+  TEMPI_LOG(Error, "%s: the stream is being captured into a CUDA graph, which enqueued operations do not support yet",
+            what);
+  return MPI_ERR_OTHER;
 }
 
 bool find(MPI_Comm comm, StreamComm &out) {
@@ -286,6 +303,7 @@ int operation(bool is_send, void *buf, int count, MPI_Datatype type, int peer, i
     TEMPI_LOG(Error, "%s: the communicator is not bound to a stream (TEMPIX_Stream_comm_create)", what);
     return MPI_ERR_COMM;
   }
+  if (const int err = refuse_capture(*sc.stream, what)) return err;
   std::shared_ptr<Op> op;
   if (const int err = build(is_send, buf, count, type, peer, tag, comm, sc, op)) return err;
   if (!op) {  // MPI_PROC_NULL: nothing to do, at once
@@ -333,6 +351,12 @@ int wait(int count, MPI_Request *requests, MPI_Status *statuses) {
       }
       ops[size_t(i)] = it->second;
     }
+  }
+  for (const auto &op : ops)  // refused before anything changed: the requests stay the application's
+    if (op && op->stream)
+      if (const int err = refuse_capture(*op->stream, "TEMPIX_Wait_enqueue")) return err;
+  {
+    std::lock_guard<std::mutex> lock(g_requests_mutex);
     for (int i = 0; i < count; ++i)
       if (ops[size_t(i)]) g_requests.erase(requests[i]);
   }

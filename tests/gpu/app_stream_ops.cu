@@ -33,3 +33,12 @@ void *app_host_alloc(size_t bytes) {
   return p;
 }
 void app_host_free(void *p) { cudaFreeHost(p); }
+// Capture of the stream into a graph (the graph is dropped at the end).
+bool app_stream_begin_capture(void *s) {
+  return cudaStreamBeginCapture(static_cast<cudaStream_t>(s), cudaStreamCaptureModeRelaxed) == cudaSuccess;
+}
+void app_stream_end_capture(void *s) {
+  cudaGraph_t g = nullptr;
+  if (cudaStreamEndCapture(static_cast<cudaStream_t>(s), &g) == cudaSuccess && g) cudaGraphDestroy(g);
+  cudaGetLastError();
+}

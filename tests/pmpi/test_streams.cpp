@@ -32,6 +32,8 @@ void app_stream_copy(void *s, void *dst, const void *src, size_t bytes);
 void app_stream_synchronize(void *s);
 void *app_host_alloc(size_t bytes);
 void app_host_free(void *p);
+bool app_stream_begin_capture(void *s);
+void app_stream_end_capture(void *s);
 #else
 #include "emulated_streams.hpp"
 #endif
@@ -399,6 +401,26 @@ TEST_CASE("MPI_PROC_NULL, and the errors") {
   MPI_Info_free(&info);
   REQUIRE(s == TEMPIX_STREAM_NULL);
 }
+
+#if defined(STREAMS_REAL_GPU)
+TEST_CASE("an enqueue call on a stream being captured into a graph is refused, and changes nothing") {
+  Bound b;
+  Types t;
+  DevBuf buf(t.send_extent);
+  MPI_Request r;
+  const int right = (g_rank + 1) % g_size, left = (g_rank + g_size - 1) % g_size;
+  REQUIRE(TEMPIX_Irecv_enqueue(buf.p, 1, t.send, left, 9, b.comm, &r) == MPI_SUCCESS);
+  REQUIRE(app_stream_begin_capture(b.stream.handle));
+  REQUIRE(TEMPIX_Send_enqueue(buf.p, 1, t.send, right, 9, b.comm) == MPI_ERR_OTHER);
+  REQUIRE(TEMPIX_Wait_enqueue(&r, MPI_STATUS_IGNORE) == MPI_ERR_OTHER);
+  REQUIRE(r != MPI_REQUEST_NULL);
+  app_stream_end_capture(b.stream.handle);
+  DevBuf out(t.send_extent);
+  REQUIRE(TEMPIX_Send_enqueue(out.p, 1, t.send, right, 9, b.comm) == MPI_SUCCESS);
+  REQUIRE(TEMPIX_Wait_enqueue(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  b.stream.sync();
+}
+#endif
 
 int main(int argc, char **argv) {
 #if defined(STREAMS_REAL_GPU)
